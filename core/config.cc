@@ -1,0 +1,51 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+
+namespace braid {
+
+Result<int64_t> IntFromEnvironment(const char* name, int64_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < 0) {
+    return Status::InvalidArgument(std::string(name) + "='" + text +
+                                   "' is not a non-negative integer");
+  }
+  return static_cast<int64_t>(value);
+}
+
+namespace {
+
+Result<Config> ParseEnvironment() {
+  Config config;
+  BRAID_ASSIGN_OR_RETURN(config.timeout_ms, IntFromEnvironment("BRAID_TIMEOUT_MS", config.timeout_ms));
+  int64_t chunk = 0;
+  BRAID_ASSIGN_OR_RETURN(chunk, IntFromEnvironment("BRAID_CHUNK_BYTES", config.chunk_bytes));
+  if (chunk < 64) return Status::InvalidArgument("BRAID_CHUNK_BYTES must be at least 64");
+  config.chunk_bytes = static_cast<size_t>(chunk);
+  if (const char* v = std::getenv("BRAID_SOCKET_IFNAME")) config.socket_ifname = v;
+  if (const char* v = std::getenv("BRAID_SOCKET_FAMILY")) config.socket_family = v;
+  if (!config.socket_family.empty() && config.socket_family != "AF_INET" &&
+      config.socket_family != "AF_INET6") {
+    return Status::InvalidArgument("BRAID_SOCKET_FAMILY='" + config.socket_family +
+                                   "' is neither AF_INET nor AF_INET6");
+  }
+  if (const char* v = std::getenv("BRAID_TRANSPORTS")) config.transports = v;
+  return config;
+}
+
+}  // namespace
+
+Result<Config> ConfigFromEnvironment() {
+  static std::once_flag once;
+  static Result<Config>* parsed = nullptr;
+  std::call_once(once, [] { parsed = new Result<Config>(ParseEnvironment()); });
+  return *parsed;
+}
+
+}  // namespace braid

@@ -1,0 +1,34 @@
+// Communicator settings: built-in defaults, then BRAID_* environment variables (read once per
+// process), then per-communicator overrides from braidConfig_t.
+//
+// Every variable is listed in README.md's table; keep the two in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace braid {
+
+struct Config {
+  // BRAID_TIMEOUT_MS: deadline of every blocking wait (init, collectives, store calls).
+  int64_t timeout_ms = 30 * 60 * 1000;
+  // BRAID_CHUNK_BYTES: pipelining unit of the ring algorithms.
+  size_t chunk_bytes = 512 * 1024;
+  // BRAID_SOCKET_IFNAME: NCCL's syntax ("eth", "^docker", "=eth0", comma-separated).
+  std::string socket_ifname;
+  // BRAID_SOCKET_FAMILY: "AF_INET", "AF_INET6", or empty for either.
+  std::string socket_family;
+  // BRAID_TRANSPORTS: which transports may be used, e.g. "tcp" or "^shm".
+  std::string transports;
+};
+
+// Parses the environment once per process; an unparsable value is an error naming the variable.
+Result<Config> ConfigFromEnvironment();
+
+// Parses an environment variable holding a non-negative integer; `fallback` if unset or empty.
+Result<int64_t> IntFromEnvironment(const char* name, int64_t fallback);
+
+}  // namespace braid

@@ -1,0 +1,116 @@
+#include "core/logging.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <strings.h>
+
+namespace braid {
+namespace {
+
+struct LogState {
+  std::mutex mutex;  // guards logger replacement; spdlog loggers are themselves thread-safe
+  std::shared_ptr<spdlog::logger> logger;
+  std::atomic<int> level{static_cast<int>(LogLevel::kWarn)};
+  std::string host;
+  bool loaded = false;
+};
+
+LogState& State() {
+  static LogState* state = new LogState();  // never destroyed: logging works during exit
+  return *state;
+}
+
+LogLevel ParseLevel(const char* text) {
+  if (text == nullptr || *text == '\0') return LogLevel::kWarn;
+  if (strcasecmp(text, "TRACE") == 0) return LogLevel::kTrace;
+  if (strcasecmp(text, "INFO") == 0) return LogLevel::kInfo;
+  if (strcasecmp(text, "WARN") == 0) return LogLevel::kWarn;
+  if (strcasecmp(text, "VERSION") == 0 || strcasecmp(text, "OFF") == 0 ||
+      strcasecmp(text, "NONE") == 0) {
+    return LogLevel::kOff;
+  }
+  return LogLevel::kWarn;
+}
+
+std::string ExpandPath(const std::string& pattern, const std::string& host) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size()) {
+      char c = pattern[i + 1];
+      if (c == 'h') { out += host; ++i; continue; }
+      if (c == 'p') { out += std::to_string(getpid()); ++i; continue; }
+      if (c == '%') { out += '%'; ++i; continue; }
+    }
+    out += pattern[i];
+  }
+  return out;
+}
+
+void LoadLocked(LogState& state) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  state.host = host;
+  state.level = static_cast<int>(ParseLevel(std::getenv("BRAID_DEBUG")));
+  const char* file = std::getenv("BRAID_DEBUG_FILE");
+  std::shared_ptr<spdlog::logger> logger;
+  if (file != nullptr && *file != '\0') {
+    try {
+      auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(ExpandPath(file, state.host));
+      logger = std::make_shared<spdlog::logger>("braid", sink);
+    } catch (const std::exception&) {
+      logger = nullptr;  // fall back to stderr below; a bad path must not stop the job
+    }
+  }
+  if (!logger) {
+    logger = std::make_shared<spdlog::logger>(
+        "braid", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  }
+  logger->set_pattern("%v");  // braid writes its own prefix
+  logger->set_level(spdlog::level::trace);
+  logger->flush_on(spdlog::level::trace);
+  state.logger = logger;
+  state.loaded = true;
+}
+
+LogState& LoadedState() {
+  LogState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (!state.loaded) LoadLocked(state);
+  return state;
+}
+
+}  // namespace
+
+bool LogEnabled(LogLevel level) {
+  static std::once_flag once;
+  std::call_once(once, [] { LoadedState(); });
+  return static_cast<int>(level) >= State().level.load(std::memory_order_relaxed);
+}
+
+void LogLine(LogLevel level, int rank, const std::string& text) {
+  LogState& state = LoadedState();
+  std::shared_ptr<spdlog::logger> logger;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    logger = state.logger;
+  }
+  static const char* kNames[] = {"TRACE", "INFO", "WARN", "OFF"};
+  std::string rank_text = rank < 0 ? "-" : std::to_string(rank);
+  std::string line = state.host + ":" + std::to_string(getpid()) + ":" + rank_text + " braid " +
+                     kNames[static_cast<int>(level)] + " " + text;
+  logger->log(level == LogLevel::kWarn ? spdlog::level::warn : spdlog::level::info, line);
+}
+
+void ReloadLogSettings() {
+  LogState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  LoadLocked(state);
+}
+
+}  // namespace braid

@@ -1,0 +1,71 @@
+// Connection: one rank's link to one peer, as algorithms see it. Algorithms never learn which
+// transport (TCP, shared memory, verbs, CUDA IPC) is underneath.
+//
+// Contract:
+// - PostSend/PostRecv never block; they return a Request that completes later.
+// - Sends on one connection arrive in posting order; receives match them in posting order. A
+//   receive must carry the same tag and byte count as the send it matches: a mismatch fails
+//   the receive with Code::kInternalError naming both (tags carry sequence number and step, so
+//   ranks that disagree about the schedule fail loudly instead of mixing data).
+// - Buffers belong to the caller and must stay valid (and, for sends, unchanged) until the
+//   request completes.
+// - A lost peer fails every pending and future request with Code::kRemoteError naming the peer.
+// - Thread safety: posting from several threads at once is allowed; completion may be observed
+//   from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "core/deadline.h"
+#include "core/status.h"
+
+namespace braid::transport {
+
+// A posted send or receive. Transports call Complete() exactly once; users Test() or Wait().
+class Request {
+ public:
+  Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // Non-blocking: true once the request finished, successfully or not.
+  bool Test() const { return done_.load(std::memory_order_acquire); }
+  // Blocks until the request finished or `deadline` passed. After a short spin (the peer is often
+  // about to answer) it sleeps on a condition variable. On expiry it returns Code::kTimeout and
+  // the request stays pending.
+  Status Wait(Deadline deadline);
+  // Valid once Test() is true.
+  const Status& status() const { return status_; }
+
+  // For transports: records the outcome and wakes waiters. Later calls are ignored.
+  void Complete(Status status);
+
+ private:
+  std::mutex mutex_;  // guards status_ writes and the condition variable
+  std::condition_variable done_cv_;
+  std::atomic<bool> done_{false};
+  Status status_;
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // The peer's rank in the communicator.
+  virtual int peer() const = 0;
+  // Sends `bytes` bytes from `data` tagged `tag`. Non-blocking.
+  virtual RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) = 0;
+  // Receives exactly `bytes` bytes into `data` from the next send, which must carry `tag`.
+  virtual RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) = 0;
+  // Fails every pending request with `reason` and releases the link. Idempotent.
+  virtual void Close(const Status& reason) = 0;
+};
+
+}  // namespace braid::transport

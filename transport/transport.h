@@ -1,0 +1,55 @@
+// Transport: makes Connections between the ranks of one communicator.
+//
+// One Transport object exists per communicator and per transport kind. Transports are tried in
+// registry order (cuda_ipc > shm > ibverbs > tcp); the first whose CanConnect() says yes for a
+// pair links that pair, so a new transport is a new folder plus one registration line in
+// transport/registry.cc.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/config.h"
+#include "core/deadline.h"
+#include "core/status.h"
+#include "transport/connection.h"
+
+namespace braid::transport {
+
+// What a transport knows about the communicator it serves.
+struct TransportContext {
+  int rank = 0;
+  int size = 1;
+  // Identifies the communicator; a handshake carrying another id is refused, so a connection
+  // from another job or another communicator never gets mixed in.
+  uint64_t comm_id = 0;
+  Config config;
+};
+
+// What ranks publish about themselves so others can decide how to reach them.
+struct PeerInfo {
+  int rank = 0;
+  std::string host;     // hostname
+  std::string boot_id;  // /proc/sys/kernel/random/boot_id: same host only if both match
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const char* name() const = 0;
+  // What peers need to reach this rank (for TCP "ip:port"); published through the store.
+  virtual std::string LocalAddress() const = 0;
+  // True if this transport can link `self` and `peer`. Must give the same answer on both sides.
+  virtual bool CanConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Links this rank with `peer`, whose LocalAddress() is `peer_address`. Both ranks of the pair
+  // call it (in any order, from the thread running the communicator); blocks until the link is
+  // up or `deadline` passes (Code::kTimeout naming the peer).
+  virtual Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
+                                                      Deadline deadline) = 0;
+  // Fails every pending request of every connection with `reason` and refuses new ones; wakes all
+  // waiters at once. Safe from any thread. Idempotent.
+  virtual void Abort(const Status& reason) = 0;
+};
+
+}  // namespace braid::transport
