@@ -1,0 +1,333 @@
+// The C API: argument checks, handle lookup and error conversion over braid::Communicator.
+// Nothing here knows about transports or algorithms.
+#include "bindings/c/braid.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "bindings/c/comm_handle.h"
+#include "bindings/c/config_from_c.h"
+#include "core/communicator.h"
+#include "core/datatype.h"
+#include "core/logging.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/launch_env.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/unique_id.h"
+
+using braid::Code;
+using braid::Status;
+using braid::capi::Guarded;
+
+static_assert(static_cast<int>(Code::kAborted) == braidAborted, "codes follow braidResult_t");
+static_assert(static_cast<int>(Code::kTimeout) == braidTimeout, "codes follow braidResult_t");
+static_assert(static_cast<int>(braid::DataType::kBfloat16) == braidBfloat16, "types follow braid.h");
+static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "ops follow braid.h");
+static_assert(sizeof(braidUniqueId) == braid::rendezvous::kUniqueIdBytes, "unique id size");
+
+namespace {
+
+Status NotImplemented(const char* call) {
+  return Status::InvalidUsage(std::string(call) +
+                              " is not implemented yet (it arrives with the collectives issue)");
+}
+
+Status CheckDataType(braidDataType_t datatype) {
+  if (!braid::IsValidDataType(static_cast<int>(datatype))) {
+    return Status::InvalidArgument("datatype " + std::to_string(static_cast<int>(datatype)) +
+                                   " is not a braidDataType_t (0.." +
+                                   std::to_string(braid::kNumDataTypes - 1) + ")");
+  }
+  return Status::Ok();
+}
+
+Status CheckOp(braidRedOp_t op) {
+  if (!braid::IsValidReduceOp(static_cast<int>(op))) {
+    return Status::InvalidArgument("op " + std::to_string(static_cast<int>(op)) +
+                                   " is not a braidRedOp_t (0.." +
+                                   std::to_string(braid::kNumReduceOps - 1) + ")");
+  }
+  return Status::Ok();
+}
+
+// count elements of datatype must fit in size_t bytes, and non-empty buffers must exist.
+Status CheckBuffer(const void* buffer, const char* name, size_t count, braidDataType_t datatype) {
+  size_t elem = braid::DataTypeSize(static_cast<braid::DataType>(datatype));
+  if (count > SIZE_MAX / elem) {
+    return Status::InvalidArgument("count " + std::to_string(count) + " of " +
+                                   braid::DataTypeName(static_cast<braid::DataType>(datatype)) +
+                                   " overflows the addressable byte size");
+  }
+  if (count > 0 && buffer == nullptr) {
+    return Status::InvalidArgument(std::string(name) + " is NULL with count " +
+                                   std::to_string(count));
+  }
+  return Status::Ok();
+}
+
+Status CheckHostStream(braidStream_t stream) {
+  if (stream != nullptr) {
+    return Status::InvalidUsage(
+        "stream is not NULL: device buffers and CUDA streams arrive with the CUDA issue; pass "
+        "stream=NULL for host buffers");
+  }
+  return Status::Ok();
+}
+
+Status MakeComm(braidComm_t* out, braid::Communicator::InitOptions options) {
+  auto created = braid::Communicator::Create(std::move(options));
+  if (!created.ok()) return created.status();
+  auto* handle = new braidComm();
+  handle->impl = std::move(created).value();
+  braid::capi::RegisterComm(handle);
+  *out = handle;
+  return Status::Ok();
+}
+
+std::string Who(int rank) { return "rank " + std::to_string(rank); }
+
+}  // namespace
+
+extern "C" {
+
+braidResult_t braidGetVersion(int* version) {
+  return Guarded(nullptr, [&] {
+    if (version == nullptr) return Status::InvalidArgument("version is NULL");
+    *version = BRAID_VERSION_CODE;
+    return Status::Ok();
+  });
+}
+
+const char* braidGetErrorString(braidResult_t result) {
+  switch (result) {
+    case braidSuccess: return "no error";
+    case braidUnhandledCudaError: return "unhandled cuda error (run with BRAID_DEBUG=INFO for details)";
+    case braidSystemError: return "unhandled system error (run with BRAID_DEBUG=INFO for details)";
+    case braidInternalError: return "internal error - please report this issue to the braid developers";
+    case braidInvalidArgument: return "invalid argument (run with BRAID_DEBUG=WARN for details)";
+    case braidInvalidUsage: return "invalid usage (run with BRAID_DEBUG=WARN for details)";
+    case braidRemoteError: return "remote process exited or there was a network error";
+    case braidInProgress: return "braid operation in progress";
+    case braidTimeout: return "operation timed out (BRAID_TIMEOUT_MS)";
+    case braidAborted: return "communicator was aborted";
+    default: return "unknown result code";
+  }
+}
+
+const char* braidGetLastError(braidComm_t comm) { return braid::capi::CommLastError(comm); }
+
+braidResult_t braidGetUniqueId(braidUniqueId* uniqueId) {
+  return Guarded(nullptr, [&]() -> Status {
+    if (uniqueId == nullptr) return Status::InvalidArgument("uniqueId is NULL");
+    braid::Config config;
+    BRAID_ASSIGN_OR_RETURN(config, braid::capi::ConfigFromC(nullptr));
+    braid::rendezvous::UniqueIdFields fields;
+    BRAID_ASSIGN_OR_RETURN(fields, braid::rendezvous::NewUniqueId(config));
+    return braid::rendezvous::EncodeUniqueId(fields, uniqueId->internal);
+  });
+}
+
+braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUniqueId commId,
+                                      int rank, braidConfig_t* config) {
+  return Guarded(nullptr, [&]() -> Status {
+    if (comm == nullptr) return Status::InvalidArgument("comm (the output pointer) is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return Status::InvalidArgument("nranks " + std::to_string(nranks) + " is below 1");
+    if (rank < 0 || rank >= nranks) {
+      return Status::InvalidArgument("rank " + std::to_string(rank) + " is outside [0, nranks=" +
+                                     std::to_string(nranks) + ")");
+    }
+    braid::Communicator::InitOptions options;
+    BRAID_ASSIGN_OR_RETURN(options.config, braid::capi::ConfigFromC(config));
+    braid::rendezvous::UniqueIdFields id;
+    BRAID_ASSIGN_OR_RETURN(id, braid::rendezvous::DecodeUniqueId(commId.internal));
+    const braid::Deadline deadline = braid::Deadline::AfterMs(options.config.timeout_ms);
+    std::shared_ptr<braid::rendezvous::Store> store;
+    auto connected = braid::rendezvous::ConnectStore(id.host, id.port, id.token, deadline);
+    if (!connected.ok()) return connected.status().WithContext(Who(rank) + ": reaching the store of the unique id");
+    store = std::move(connected).value();
+    options.rank = rank;
+    options.size = nranks;
+    options.comm_id = braid::rendezvous::CommIdFromText(id.token);
+    options.store = std::make_shared<braid::rendezvous::PrefixStore>(store, "comm");
+    return MakeComm(comm, std::move(options));
+  });
+}
+
+braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, int rank) {
+  return braidCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config) {
+  // Each env:// communicator of this process gets its own key space; every rank makes them in
+  // the same order, so the k-th one matches across ranks.
+  static std::atomic<int> env_generation{0};
+  return Guarded(nullptr, [&]() -> Status {
+    if (comm == nullptr) return Status::InvalidArgument("comm (the output pointer) is NULL");
+    *comm = nullptr;
+    braid::Communicator::InitOptions options;
+    BRAID_ASSIGN_OR_RETURN(options.config, braid::capi::ConfigFromC(config));
+    braid::rendezvous::LaunchEnvironment env;
+    BRAID_ASSIGN_OR_RETURN(env, braid::rendezvous::ReadLaunchEnvironment());
+    if (env.rank == 0 && !env.store_hosted) {
+      BRAID_RETURN_IF_ERROR(braid::rendezvous::HostStoreOnce(env.master_port, env.secret));
+    }
+    const braid::Deadline deadline = braid::Deadline::AfterMs(options.config.timeout_ms);
+    auto connected =
+        braid::rendezvous::ConnectStore(env.master_addr, env.master_port, env.secret, deadline);
+    if (!connected.ok()) {
+      return connected.status().WithContext(Who(env.rank) + ": reaching the env:// store at " +
+                                            env.master_addr + ":" + std::to_string(env.master_port));
+    }
+    std::string space = "env/" + std::to_string(env_generation.fetch_add(1));
+    options.rank = env.rank;
+    options.size = env.world_size;
+    options.comm_id = braid::rendezvous::CommIdFromText(env.secret + "@" + env.master_addr + ":" +
+                                                        std::to_string(env.master_port) + "/" + space);
+    options.store = std::make_shared<braid::rendezvous::PrefixStore>(connected.value(), space);
+    return MakeComm(comm, std::move(options));
+  });
+}
+
+braidResult_t braidCommSplit(braidComm_t comm, int, int, braidComm_t* newcomm, braidConfig_t*) {
+  return Guarded(comm, [&]() -> Status {
+    if (newcomm != nullptr) *newcomm = nullptr;
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    return Status::InvalidUsage("braidCommSplit is not implemented yet (it arrives with the "
+                                "subgroups issue)");
+  });
+}
+
+braidResult_t braidCommFinalize(braidComm_t comm) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    return comm->impl->Finalize();
+  });
+}
+
+braidResult_t braidCommDestroy(braidComm_t comm) {
+  return Guarded(nullptr, [&]() -> Status {
+    if (comm == nullptr) return Status::InvalidArgument("comm is NULL");
+    if (!braid::capi::UnregisterComm(comm)) {
+      return Status::InvalidUsage("comm does not refer to a live communicator (destroyed twice, or "
+                                  "never initialized)");
+    }
+    delete comm;
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidCommAbort(braidComm_t comm) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    comm->impl->Abort();
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    if (asyncError == nullptr) return Status::InvalidArgument("asyncError is NULL");
+    *asyncError = static_cast<braidResult_t>(comm->impl->AsyncError().code());
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidCommCount(const braidComm_t comm, int* count) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    if (count == nullptr) return Status::InvalidArgument("count is NULL");
+    *count = comm->impl->size();
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidCommUserRank(const braidComm_t comm, int* rank) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    if (rank == nullptr) return Status::InvalidArgument("rank is NULL");
+    *rank = comm->impl->rank();
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidCommCuDevice(const braidComm_t comm, int* device) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    if (device == nullptr) return Status::InvalidArgument("device is NULL");
+    *device = -1;  // host-only until the CUDA issue
+    return Status::Ok();
+  });
+}
+
+braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
+                             braidStream_t stream) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
+    BRAID_RETURN_IF_ERROR(CheckOp(op));
+    BRAID_RETURN_IF_ERROR(CheckBuffer(sendbuff, "sendbuff", count, datatype));
+    BRAID_RETURN_IF_ERROR(CheckBuffer(recvbuff, "recvbuff", count, datatype));
+    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    return comm->impl->AllReduce(sendbuff, recvbuff, count,
+                                 static_cast<braid::DataType>(datatype),
+                                 static_cast<braid::ReduceOp>(op));
+  });
+}
+
+// The rest of the vocabulary arrives with the collectives issue. Until then each call checks its
+// communicator (so misuse is still named) and says it is not implemented.
+#define BRAID_NOT_YET(call, comm)                                      \
+  return Guarded(comm, [&]() -> Status {                               \
+    if (comm != nullptr) BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm)); \
+    return NotImplemented(call);                                       \
+  })
+
+braidResult_t braidBroadcast(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
+                             braidStream_t) {
+  BRAID_NOT_YET("braidBroadcast", comm);
+}
+braidResult_t braidReduce(const void*, void*, size_t, braidDataType_t, braidRedOp_t, int,
+                          braidComm_t comm, braidStream_t) {
+  BRAID_NOT_YET("braidReduce", comm);
+}
+braidResult_t braidAllGather(const void*, void*, size_t, braidDataType_t, braidComm_t comm,
+                             braidStream_t) {
+  BRAID_NOT_YET("braidAllGather", comm);
+}
+braidResult_t braidReduceScatter(const void*, void*, size_t, braidDataType_t, braidRedOp_t,
+                                 braidComm_t comm, braidStream_t) {
+  BRAID_NOT_YET("braidReduceScatter", comm);
+}
+braidResult_t braidAllToAll(const void*, void*, size_t, braidDataType_t, braidComm_t comm,
+                            braidStream_t) {
+  BRAID_NOT_YET("braidAllToAll", comm);
+}
+braidResult_t braidGather(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
+                          braidStream_t) {
+  BRAID_NOT_YET("braidGather", comm);
+}
+braidResult_t braidScatter(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
+                           braidStream_t) {
+  BRAID_NOT_YET("braidScatter", comm);
+}
+braidResult_t braidSend(const void*, size_t, braidDataType_t, int, braidComm_t comm, braidStream_t) {
+  BRAID_NOT_YET("braidSend", comm);
+}
+braidResult_t braidRecv(void*, size_t, braidDataType_t, int, braidComm_t comm, braidStream_t) {
+  BRAID_NOT_YET("braidRecv", comm);
+}
+braidResult_t braidBarrier(braidComm_t comm, braidStream_t) { BRAID_NOT_YET("braidBarrier", comm); }
+braidResult_t braidGroupStart(void) {
+  braidComm_t comm = nullptr;
+  BRAID_NOT_YET("braidGroupStart", comm);
+}
+braidResult_t braidGroupEnd(void) {
+  braidComm_t comm = nullptr;
+  BRAID_NOT_YET("braidGroupEnd", comm);
+}
+
+}  // extern "C"

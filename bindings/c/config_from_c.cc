@@ -1,0 +1,39 @@
+#include "bindings/c/config_from_c.h"
+
+#include <cstddef>
+
+namespace braid::capi {
+
+Result<Config> ConfigFromC(const braidConfig_t* c) {
+  Config config;
+  BRAID_ASSIGN_OR_RETURN(config, ConfigFromEnvironment());
+  if (c == nullptr) return config;
+  if (c->magic != BRAID_CONFIG_MAGIC) {
+    return Status::InvalidArgument(
+        "config was not initialized with BRAID_CONFIG_INITIALIZER (bad magic)");
+  }
+  // Older headers make smaller structs: read only the fields that caller's struct has.
+  if (c->size < offsetof(braidConfig_t, transports) + sizeof(c->transports)) {
+    return Status::InvalidArgument("config->size " + std::to_string(c->size) +
+                                   " is smaller than any braidConfig_t this version knows");
+  }
+  if (c->timeoutMs != BRAID_CONFIG_UNDEF_INT) {
+    if (c->timeoutMs <= 0) {
+      return Status::InvalidArgument("config->timeoutMs must be positive, got " +
+                                     std::to_string(c->timeoutMs));
+    }
+    config.timeout_ms = c->timeoutMs;
+  }
+  if (c->chunkBytes != BRAID_CONFIG_UNDEF_INT) {
+    if (c->chunkBytes < 64) {
+      return Status::InvalidArgument("config->chunkBytes must be at least 64, got " +
+                                     std::to_string(c->chunkBytes));
+    }
+    config.chunk_bytes = static_cast<size_t>(c->chunkBytes);
+  }
+  if (c->socketIfname != BRAID_CONFIG_UNDEF_PTR) config.socket_ifname = c->socketIfname;
+  if (c->transports != BRAID_CONFIG_UNDEF_PTR) config.transports = c->transports;
+  return config;
+}
+
+}  // namespace braid::capi

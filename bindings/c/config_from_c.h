@@ -1,0 +1,13 @@
+// Turns a braidConfig_t (which may be NULL) into braid's Config: environment values first, then
+// every field the caller set away from BRAID_CONFIG_INITIALIZER's "undefined".
+#pragma once
+
+#include "bindings/c/braid.h"
+#include "core/config.h"
+#include "core/status.h"
+
+namespace braid::capi {
+
+Result<Config> ConfigFromC(const braidConfig_t* config);
+
+}  // namespace braid::capi

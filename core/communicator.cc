@@ -1,0 +1,167 @@
+#include "core/communicator.h"
+
+#include <cstring>
+#include <string>
+
+#include "algorithms/collective_context.h"
+#include "algorithms/ring_allreduce.h"
+#include "core/logging.h"
+#include "transport/registry.h"
+
+namespace braid {
+namespace {
+
+transport::PeerInfo ToPeerInfo(int rank, const rendezvous::PeerRecord& record) {
+  transport::PeerInfo info;
+  info.rank = rank;
+  info.host = record.host;
+  info.boot_id = record.boot_id;
+  return info;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) {
+  const Deadline deadline = Deadline::AfterMs(options.config.timeout_ms);
+  const std::string who = "rank " + std::to_string(options.rank);
+
+  transport::TransportContext context;
+  context.rank = options.rank;
+  context.size = options.size;
+  context.comm_id = options.comm_id;
+  context.config = options.config;
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  if (options.size > 1) {
+    auto created = transport::CreateTransports(context);
+    if (!created.ok()) return created.status().WithContext(who + ": creating transports");
+    transports = std::move(created).value();
+  }
+
+  rendezvous::PeerRecord self = rendezvous::LocalPeerRecord();
+  for (const auto& t : transports) self.addresses.emplace_back(t->name(), t->LocalAddress());
+  auto peers = rendezvous::ExchangePeers(*options.store, options.rank, options.size, self, deadline);
+  if (!peers.ok()) return peers.status();
+
+  std::unique_ptr<Communicator> comm(
+      new Communicator(std::move(options), std::move(peers).value(), std::move(transports)));
+  // Connect the ring neighbours now, so an unreachable peer fails init rather than the first
+  // collective; other links are made when first needed.
+  if (comm->size_ > 1) {
+    std::lock_guard<std::mutex> lock(comm->op_mutex_);
+    for (int peer : {(comm->rank_ + 1) % comm->size_, (comm->rank_ - 1 + comm->size_) % comm->size_}) {
+      auto connection = comm->GetConnection(peer, deadline);
+      if (!connection.ok()) return connection.status();
+    }
+  }
+  BRAID_LOG(kInfo, comm->rank_) << "communicator ready: " << comm->size_ << " ranks, comm id "
+                                << std::hex << comm->comm_id_;
+  return comm;
+}
+
+Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
+                           std::vector<std::unique_ptr<transport::Transport>> transports)
+    : rank_(options.rank),
+      size_(options.size),
+      config_(std::move(options.config)),
+      comm_id_(options.comm_id),
+      store_(std::move(options.store)),
+      peers_(std::move(peers)),
+      transports_(std::move(transports)) {}
+
+Communicator::~Communicator() {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  for (auto& [peer, connection] : connections_) {
+    connection->Close(Status::Aborted("rank " + std::to_string(rank_) + ": communicator destroyed"));
+  }
+  connections_.clear();
+}
+
+Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
+  auto found = connections_.find(peer);
+  if (found != connections_.end()) return found->second.get();
+  const transport::PeerInfo self_info = ToPeerInfo(rank_, peers_[rank_]);
+  const transport::PeerInfo peer_info = ToPeerInfo(peer, peers_[peer]);
+  for (const auto& t : transports_) {
+    const std::string* address = peers_[peer].AddressOf(t->name());
+    if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
+    auto connection = t->Connect(peer, *address, deadline);
+    if (!connection.ok()) {
+      return connection.status().WithContext("rank " + std::to_string(rank_) + ": connecting to rank " +
+                                             std::to_string(peer) + " over " + t->name());
+    }
+    BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
+                            << *address << ")";
+    transport::Connection* raw = connection.value().get();
+    connections_[peer] = std::move(connection).value();
+    return raw;
+  }
+  return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
+                              std::to_string(peer) + " (host " + peers_[peer].host +
+                              "); check BRAID_TRANSPORTS");
+}
+
+void* Communicator::Scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Communicator::Break(const Status& error) {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!broken_.load()) {
+      error_ = error;
+      broken_.store(true);
+    }
+  }
+  for (const auto& t : transports_) t->Abort(error);
+}
+
+Status Communicator::AsyncError() const {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return error_;
+}
+
+void Communicator::Abort() {
+  Break(Status::Aborted("rank " + std::to_string(rank_) + ": communicator aborted by braidCommAbort"));
+}
+
+Status Communicator::Finalize() {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  finalized_ = true;
+  return AsyncError();
+}
+
+template <typename Body>
+Status Communicator::RunCollective(Body body) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  if (broken_.load()) {
+    return AsyncError().WithContext("rank " + std::to_string(rank_) +
+                                    ": communicator is unusable after an earlier error");
+  }
+  if (finalized_) {
+    return Status::InvalidUsage("rank " + std::to_string(rank_) +
+                                ": communicator was finalized; no new operations are accepted");
+  }
+  algorithms::CollectiveContext ctx;
+  ctx.rank = rank_;
+  ctx.size = size_;
+  ctx.sequence = next_sequence_++;
+  ctx.chunk_bytes = config_.chunk_bytes;
+  ctx.deadline = Deadline::AfterMs(config_.timeout_ms);
+  ctx.connection = [this, &ctx](int peer) { return GetConnection(peer, ctx.deadline); };
+  ctx.scratch = [this](size_t bytes) { return Scratch(bytes); };
+  Status status = body(ctx);
+  if (!status.ok() && status.code() != Code::kInvalidArgument) Break(status);
+  return status;
+}
+
+Status Communicator::AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                               ReduceOp op) {
+  return RunCollective([&](const algorithms::CollectiveContext& ctx) {
+    BRAID_LOG(kTrace, rank_) << "allreduce #" << ctx.sequence << " count " << count << " "
+                             << DataTypeName(type) << " " << ReduceOpName(op) << " algo ring";
+    return algorithms::RingAllReduce(ctx, sendbuf, recvbuf, count, type, op);
+  });
+}
+
+}  // namespace braid

@@ -1,0 +1,105 @@
+// Communicator: one rank's membership in a group of ranks, and the collectives it runs.
+//
+// It owns the rendezvous store view, one Transport per enabled transport kind, the Connections
+// made on demand to peers, scratch memory, the sequence counter and the error state.
+//
+// Execution: a communicator runs its operations one at a time in the order they are called
+// (op_mutex_), on the calling thread, and host operations return when complete. Different
+// communicators are independent and may run at once from different threads.
+//
+// Errors: bad arguments are reported without touching the communicator. A failure while data is
+// in flight (lost peer, timeout, abort) breaks it: transports are aborted so no buffer is written
+// after the call returns, the error is kept (AsyncError) and every later call fails at once.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/config.h"
+#include "core/datatype.h"
+#include "core/deadline.h"
+#include "core/status.h"
+#include "rendezvous/peer_exchange.h"
+#include "rendezvous/store.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
+
+namespace braid {
+
+namespace algorithms {
+struct CollectiveContext;
+}
+
+class Communicator {
+ public:
+  struct InitOptions {
+    int rank = 0;
+    int size = 1;
+    Config config;
+    // Identifies this communicator on the wire (transport handshakes refuse other ids).
+    uint64_t comm_id = 0;
+    // A view of the store private to this communicator (a PrefixStore).
+    std::shared_ptr<rendezvous::Store> store;
+  };
+
+  // Rendezvous with the other ranks (checks nranks agreement and duplicate ranks, lists missing
+  // ranks on timeout), then connects the ring neighbours. Blocks until config.timeout_ms.
+  static Result<std::unique_ptr<Communicator>> Create(InitOptions options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+
+  // recvbuf[i] = op over all ranks of sendbuf[i]; host buffers; returns when done.
+  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+
+  // Completes outstanding work (host operations are already complete) and refuses new work.
+  Status Finalize();
+  // Wakes every blocked wait of this communicator with Code::kAborted, at once, from any thread;
+  // later calls fail immediately.
+  void Abort();
+  // OK while healthy; otherwise the error that broke the communicator.
+  Status AsyncError() const;
+
+ private:
+  Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
+               std::vector<std::unique_ptr<transport::Transport>> transports);
+
+  // Runs one collective: checks state, numbers it, builds its context, records a breaking error.
+  template <typename Body>
+  Status RunCollective(Body body);
+  Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
+  void* Scratch(size_t bytes);
+  // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
+  void Break(const Status& error);
+
+  const int rank_;
+  const int size_;
+  const Config config_;
+  const uint64_t comm_id_;
+  std::shared_ptr<rendezvous::Store> store_;
+  const std::vector<rendezvous::PeerRecord> peers_;
+  // Fixed after construction, so Abort() may walk it from any thread.
+  const std::vector<std::unique_ptr<transport::Transport>> transports_;
+
+  // Lock order: op_mutex_ before error_mutex_.
+  std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
+  std::map<int, std::unique_ptr<transport::Connection>> connections_;
+  std::vector<char> scratch_;
+  uint64_t next_sequence_ = 0;
+  bool finalized_ = false;
+
+  mutable std::mutex error_mutex_;  // guards error_
+  Status error_;
+  std::atomic<bool> broken_{false};
+};
+
+}  // namespace braid

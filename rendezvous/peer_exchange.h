@@ -1,0 +1,37 @@
+// The communicator's rendezvous: every rank publishes how to reach it and learns the same of
+// every other rank, through the store, with the checks that catch launch mistakes early.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "rendezvous/store.h"
+
+namespace braid::rendezvous {
+
+struct PeerRecord {
+  std::string host;
+  std::string boot_id;
+  // (transport name, address) in the publisher's transport order.
+  std::vector<std::pair<std::string, std::string>> addresses;
+
+  // Lines of "key=value"; values never hold newlines.
+  std::string Serialize() const;
+  static Result<PeerRecord> Parse(const std::string& text);
+  // nullptr if the peer did not publish an address for `transport`.
+  const std::string* AddressOf(const std::string& transport) const;
+};
+
+// This machine's host name and boot id (/proc/sys/kernel/random/boot_id).
+PeerRecord LocalPeerRecord();
+
+// Checks that every rank agrees on `size`, that no two callers claim the same `rank`, publishes
+// `self`, and waits (until `deadline`) for all ranks; returns the records indexed by rank.
+// On timeout the error lists, by number, the ranks that never arrived.
+Result<std::vector<PeerRecord>> ExchangePeers(Store& store, int rank, int size,
+                                              const PeerRecord& self, Deadline deadline);
+
+}  // namespace braid::rendezvous

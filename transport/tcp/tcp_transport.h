@@ -1,0 +1,63 @@
+// TcpTransport: links the ranks of one communicator with TCP sockets (standalone Asio).
+//
+// One TcpTransport per communicator. It listens on the address ChooseAddress() picks
+// (BRAID_SOCKET_IFNAME / BRAID_SOCKET_FAMILY), port 0, and runs one io thread that drives the
+// listener and every connection it made.
+//
+// Who dials: of each pair, the lower rank connects to the higher rank's listener and sends a
+// hello (magic, version, comm_id, sender, receiver); the higher rank's acceptor checks it, answers
+// and keeps the socket by sender rank until its own Connect(peer) claims it. A hello that fails a
+// check (a port scanner, another job, another communicator, a stale address) closes only that
+// socket, with a warning naming the reason: a stranger never takes the rank down.
+//
+// Lifetime: destroying the transport fails every connection it made (kAborted locally; peers see
+// the link drop), closes the listener and joins the io thread. Connections may be destroyed before
+// or after the transport; used after it, they fail every request.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
+
+namespace braid::transport::tcp {
+
+class TcpTransport : public Transport {
+ public:
+  // Picks the address, starts listening and starts the io thread. Errors: no usable interface
+  // (InvalidArgument naming BRAID_SOCKET_IFNAME when it matches nothing), socket errors.
+  static Result<std::unique_ptr<TcpTransport>> Create(const TransportContext& context);
+  ~TcpTransport() override;
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  const char* name() const override { return "tcp"; }
+  // "ip:port", IPv6 as "[addr]:port".
+  std::string LocalAddress() const override;
+  // TCP reaches every peer.
+  bool CanConnect(const PeerInfo& self, const PeerInfo& peer) const override;
+  // Blocks until the link with `peer` is up. The lower rank dials `peer_address` (retrying while
+  // the peer's listener refuses) and waits for the peer's answer; the higher rank waits for the
+  // peer's hello and ignores `peer_address`. Errors: kTimeout naming the peer, kAborted after
+  // Abort, kRemoteError when the peer refuses the handshake, kInvalidArgument for a bad address
+  // or rank. Call at most once per peer.
+  Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
+                                              Deadline deadline) override;
+  // Fails every pending and future request and Connect with kAborted carrying `reason`'s
+  // message; wakes every waiter at once. Safe from any thread; idempotent (first reason wins).
+  void Abort(const Status& reason) override;
+
+  struct State;  // the io side; defined in tcp_transport.cc
+
+ private:
+  explicit TcpTransport(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+// Splits "ip:port" or "[ipv6]:port". Exposed for tests.
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& address);
+
+}  // namespace braid::transport::tcp
