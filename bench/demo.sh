@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v bazel >/dev/null || .ci/setup.sh
-bazel build -c opt //rendezvous:braidrun //bench:all_reduce_perf
-bin=$(bazel info -c opt bazel-bin)
+bazel build //rendezvous:braidrun //bench:all_reduce_perf
+bin=$(bazel info bazel-bin)
 exec "$bin/rendezvous/braidrun" -n "${BRAID_DEMO_RANKS:-2}" -- \
   "$bin/bench/all_reduce_perf" -b 8 -e 64M -f 4 "$@"

@@ -2,8 +2,9 @@
 //
 // The algorithms call these on host buffers between transport steps (recv-reduce-send), so the
 // loops are written to vectorize: one plain loop per dtype x op, compiled with -O3 and cloned
-// for AVX2 (target_clones picks the variant once, at load time). Dtype and op stay enums here so
-// no template leaks to the callers.
+// for AVX2 (target_clones picks the variant once, at load time); float16/bfloat16 have AVX2+F16C
+// intrinsic loops chosen at run time. Dtype and op stay enums here so no template leaks upward.
+// Thread safety: stateless; any number of threads may call these at once.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,292 @@
+// The C API's contract: every entry point checks its arguments and names the bad one, misuse of
+// a communicator is reported rather than crashing, and launch mistakes (missing ranks, ranks
+// that disagree on nranks, two callers claiming one rank) fail with an error that says which.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bindings/c/braid.h"
+#include "tests/harness/multi_rank.h"
+
+namespace {
+
+bool Contains(const char* text, const std::string& needle) {
+  return std::string(text).find(needle) != std::string::npos;
+}
+
+braidUniqueId NewId() {
+  braidUniqueId id;
+  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  return id;
+}
+
+braidComm_t SingleRankComm() {
+  braidComm_t comm = nullptr;
+  REQUIRE(braidCommInitRank(&comm, 1, NewId(), 0) == braidSuccess);
+  REQUIRE(comm != nullptr);
+  return comm;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+}  // namespace
+
+TEST_CASE("version and error strings", "[capi]") {
+  int version = 0;
+  CHECK(braidGetVersion(&version) == braidSuccess);
+  CHECK(version == BRAID_VERSION_CODE);
+  CHECK(braidGetVersion(nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "version"));
+  for (int r = 0; r <= braidNumResults; ++r) {
+    CHECK(std::strlen(braidGetErrorString(static_cast<braidResult_t>(r))) > 0);
+  }
+}
+
+TEST_CASE("init rejects bad arguments and names them", "[capi]") {
+  braidUniqueId id = NewId();
+  braidComm_t comm = nullptr;
+  CHECK(braidCommInitRank(nullptr, 1, id, 0) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "comm"));
+  CHECK(braidCommInitRank(&comm, 0, id, 0) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "nranks"));
+  CHECK(braidCommInitRank(&comm, 2, id, 2) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "rank 2"));
+  CHECK(braidCommInitRank(&comm, 2, id, -1) == braidInvalidArgument);
+
+  braidUniqueId garbage;
+  std::memset(&garbage, 0x42, sizeof(garbage));
+  CHECK(braidCommInitRank(&comm, 1, garbage, 0) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "magic"));
+  CHECK(comm == nullptr);
+
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.magic = 0;
+  CHECK(braidCommInitRankConfig(&comm, 1, id, 0, &config) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "BRAID_CONFIG_INITIALIZER"));
+  config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = -5;
+  CHECK(braidCommInitRankConfig(&comm, 1, id, 0, &config) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "timeoutMs"));
+  CHECK(braidGetUniqueId(nullptr) == braidInvalidArgument);
+}
+
+TEST_CASE("a one-rank communicator answers queries and allreduces", "[capi]") {
+  braidComm_t comm = SingleRankComm();
+  int count = 0, rank = -1, device = 0;
+  CHECK(braidCommCount(comm, &count) == braidSuccess);
+  CHECK(count == 1);
+  CHECK(braidCommUserRank(comm, &rank) == braidSuccess);
+  CHECK(rank == 0);
+  CHECK(braidCommCuDevice(comm, &device) == braidSuccess);
+  CHECK(device == -1);
+  CHECK(braidCommCount(comm, nullptr) == braidInvalidArgument);
+
+  std::vector<double> in = {1.5, -2, 3}, out(3, 0);
+  CHECK(braidAllReduce(in.data(), out.data(), 3, braidFloat64, braidAvg, comm, nullptr) == braidSuccess);
+  CHECK(out == in);
+  braidResult_t async = braidInternalError;
+  CHECK(braidCommGetAsyncError(comm, &async) == braidSuccess);
+  CHECK(async == braidSuccess);
+  CHECK(braidCommFinalize(comm) == braidSuccess);
+  CHECK(braidAllReduce(in.data(), out.data(), 3, braidFloat64, braidSum, comm, nullptr) == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(comm), "finalized"));
+  CHECK(braidCommDestroy(comm) == braidSuccess);
+}
+
+TEST_CASE("allreduce rejects bad arguments without touching the communicator", "[capi]") {
+  braidComm_t comm = SingleRankComm();
+  float x[4] = {1, 2, 3, 4};
+  struct Case {
+    const char* what;
+    braidResult_t rc;
+    const char* names;
+  };
+  std::vector<Case> cases = {
+      {"null sendbuff", braidAllReduce(nullptr, x, 4, braidFloat32, braidSum, comm, nullptr), "sendbuff"},
+      {"null recvbuff", braidAllReduce(x, nullptr, 4, braidFloat32, braidSum, comm, nullptr), "recvbuff"},
+      {"datatype high", braidAllReduce(x, x, 4, static_cast<braidDataType_t>(10), braidSum, comm, nullptr), "datatype"},
+      {"datatype negative", braidAllReduce(x, x, 4, static_cast<braidDataType_t>(-1), braidSum, comm, nullptr), "datatype"},
+      {"op high", braidAllReduce(x, x, 4, braidFloat32, static_cast<braidRedOp_t>(5), comm, nullptr), "op"},
+      {"byte size overflow", braidAllReduce(x, x, SIZE_MAX / 2, braidFloat32, braidSum, comm, nullptr), "overflows"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    CHECK(c.rc == braidInvalidArgument);
+  }
+  // Each call overwrites the last error, so messages are checked one call at a time.
+  CHECK(braidAllReduce(nullptr, x, 4, braidFloat32, braidSum, comm, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "sendbuff"));
+  CHECK(braidAllReduce(x, x, 4, static_cast<braidDataType_t>(10), braidSum, comm, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "datatype"));
+  CHECK(braidAllReduce(x, x, SIZE_MAX / 2, braidFloat32, braidSum, comm, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "overflows"));
+  int fake_stream = 0;
+  CHECK(braidAllReduce(x, x, 4, braidFloat32, braidSum, comm, &fake_stream) == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(comm), "stream"));
+  // count 0 with NULL buffers is legal.
+  CHECK(braidAllReduce(nullptr, nullptr, 0, braidFloat32, braidSum, comm, nullptr) == braidSuccess);
+  // The communicator still works after all that.
+  CHECK(braidAllReduce(x, x, 4, braidFloat32, braidMax, comm, nullptr) == braidSuccess);
+  CHECK(x[3] == 4.0f);
+  CHECK(braidCommDestroy(comm) == braidSuccess);
+}
+
+TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[capi]") {
+  float x = 1;
+  int n = 0;
+  CHECK(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, nullptr, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "comm is NULL"));
+  braidComm_t comm = SingleRankComm();
+  CHECK(braidCommDestroy(comm) == braidSuccess);
+  CHECK(braidCommDestroy(comm) == braidInvalidUsage);
+  CHECK(braidCommCount(comm, &n) == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(nullptr), "live communicator"));
+  CHECK(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) == braidInvalidUsage);
+  CHECK(braidCommAbort(nullptr) == braidInvalidArgument);
+}
+
+TEST_CASE("calls of later issues say they are not implemented yet", "[capi]") {
+  braidComm_t comm = SingleRankComm();
+  float x = 1;
+  CHECK(braidBroadcast(&x, &x, 1, braidFloat32, 0, comm, nullptr) == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(comm), "not implemented"));
+  CHECK(braidBarrier(comm, nullptr) == braidInvalidUsage);
+  CHECK(braidGroupStart() == braidInvalidUsage);
+  braidComm_t child = reinterpret_cast<braidComm_t>(0x1);
+  CHECK(braidCommSplit(comm, 0, 0, &child, nullptr) == braidInvalidUsage);
+  CHECK(child == nullptr);
+  CHECK(braidCommDestroy(comm) == braidSuccess);
+}
+
+TEST_CASE("a rank that never arrives is named in every other rank's error", "[capi][rendezvous]") {
+  braidUniqueId id = NewId();
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = 1500;
+  // Ranks 0 and 2 of 4 arrive; 1 and 3 never do.
+  std::vector<braidResult_t> rcs(2);
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      braidComm_t comm = nullptr;
+      rcs[i] = braidCommInitRankConfig(&comm, 4, id, i * 2, &config);
+      messages[i] = braidGetLastError(nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    INFO(messages[i]);
+    CHECK(rcs[i] == braidTimeout);
+    CHECK(Contains(messages[i].c_str(), "missing ranks: 1, 3"));
+  }
+}
+
+TEST_CASE("ranks that disagree on nranks, or share a rank, are told so", "[capi][rendezvous]") {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = 1500;
+  SECTION("nranks disagreement") {
+    braidUniqueId id = NewId();
+    auto results = braid::testing::RunThreads(2, [&](int rank, int) -> std::string {
+      braidComm_t comm = nullptr;
+      braidResult_t rc = braidCommInitRankConfig(&comm, rank == 0 ? 2 : 3, id, rank, &config);
+      if (comm) braidCommDestroy(comm);
+      return rc == braidSuccess ? "" : braidGetLastError(nullptr);
+    });
+    bool named = Contains(results[0].c_str(), "nranks") || Contains(results[1].c_str(), "nranks");
+    INFO(braid::testing::Failures(results));
+    CHECK(named);
+  }
+  SECTION("two callers claim rank 0") {
+    braidUniqueId id = NewId();
+    auto results = braid::testing::RunThreads(2, [&](int, int) -> std::string {
+      braidComm_t comm = nullptr;
+      braidResult_t rc = braidCommInitRankConfig(&comm, 2, id, 0, &config);
+      if (comm) braidCommDestroy(comm);
+      return rc == braidSuccess ? "" : braidGetLastError(nullptr);
+    });
+    bool named = Contains(results[0].c_str(), "more than one") ||
+                 Contains(results[1].c_str(), "more than one");
+    INFO(braid::testing::Failures(results));
+    CHECK(named);
+  }
+}
+
+TEST_CASE("braidCommAbort wakes a blocked allreduce", "[capi][abort]") {
+  braidUniqueId id = NewId();
+  std::vector<braidComm_t> comms(2, nullptr);
+  auto results = braid::testing::RunThreads(2, [&](int rank, int size) -> std::string {
+    return braidCommInitRank(&comms[rank], size, id, rank) == braidSuccess ? "" : braidGetLastError(nullptr);
+  });
+  REQUIRE(braid::testing::Failures(results).empty());
+  // Rank 0 enters an allreduce that rank 1 never joins; another thread aborts it.
+  std::vector<float> data(1024, 1.0f);
+  std::atomic<braidResult_t> rc{braidSuccess};
+  std::thread blocked([&] {
+    rc = braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comms[0], nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(braidCommAbort(comms[0]) == braidSuccess);
+  blocked.join();
+  CHECK(rc.load() == braidAborted);
+  CHECK(Contains(braidGetLastError(comms[0]), "abort"));
+  braidResult_t async = braidSuccess;
+  CHECK(braidCommGetAsyncError(comms[0], &async) == braidSuccess);
+  CHECK(async == braidAborted);
+  // Later calls fail at once.
+  CHECK(braidAllReduce(data.data(), data.data(), 4, braidFloat32, braidSum, comms[0], nullptr) == braidAborted);
+  CHECK(braidCommDestroy(comms[0]) == braidSuccess);
+  CHECK(braidCommDestroy(comms[1]) == braidSuccess);
+}
+
+TEST_CASE("env:// init in separate processes, rank 0 hosting the store", "[capi][env]") {
+  const int port = FreePort();
+  auto results = braid::testing::RunProcesses(
+      3,
+      [&](int rank, int size) -> std::string {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(size).c_str(), 1);
+        setenv("BRAID_SECRET", "env-test-secret", 1);
+        unsetenv("BRAID_STORE_HOSTED");
+        braidComm_t comm = nullptr;
+        if (braidCommInitEnv(&comm, nullptr) != braidSuccess) {
+          return std::string("init: ") + braidGetLastError(nullptr);
+        }
+        int got_rank = -1, got_size = -1;
+        braidCommUserRank(comm, &got_rank);
+        braidCommCount(comm, &got_size);
+        if (got_rank != rank || got_size != size) return "rank/size mismatch";
+        int64_t value = rank + 1;
+        if (braidAllReduce(&value, &value, 1, braidInt64, braidSum, comm, nullptr) != braidSuccess) {
+          return std::string("allreduce: ") + braidGetLastError(comm);
+        }
+        braidCommDestroy(comm);
+        return value == 6 ? "" : "sum is " + std::to_string(value) + ", expected 6";
+      },
+      60000);
+  INFO(braid::testing::Failures(results));
+  CHECK(braid::testing::Failures(results).empty());
+}

@@ -1,0 +1,503 @@
+// Multi-rank tests of the TCP transport: ranks are threads of this process, each with its own
+// TcpTransport on loopback. Catch2 v2 is not thread-safe, so rank threads only record what they
+// saw; assertions run on the main thread after the join.
+#include "transport/tcp/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/net_interfaces.h"
+#include "transport/tcp/wire.h"
+
+namespace braid::transport::tcp {
+namespace {
+
+constexpr int64_t kTestTimeoutMs = 20000;
+
+TransportContext Context(int rank, int size, uint64_t comm_id, const std::string& ifname = "lo",
+                         const std::string& family = "") {
+  TransportContext context;
+  context.rank = rank;
+  context.size = size;
+  context.comm_id = comm_id;
+  context.config.socket_ifname = ifname;
+  context.config.socket_family = family;
+  return context;
+}
+
+// A full mesh of `size` ranks: transports[r] and conns[r][p] (null for p == r).
+struct Mesh {
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::vector<std::vector<std::unique_ptr<Connection>>> conns;
+  std::string error;  // first failure, "" if all connected
+};
+
+std::vector<std::unique_ptr<TcpTransport>> MakeTransports(int size, uint64_t comm_id,
+                                                          const std::string& ifname = "lo",
+                                                          const std::string& family = "") {
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  for (int r = 0; r < size; ++r) {
+    Result<std::unique_ptr<TcpTransport>> t =
+        TcpTransport::Create(Context(r, size, comm_id, ifname, family));
+    if (!t.ok()) FAIL("TcpTransport::Create: " << t.status().ToString());
+    transports.push_back(std::move(t.value()));
+  }
+  return transports;
+}
+
+// Connects every pair, each rank in its own thread (the accepting side blocks in Connect).
+Mesh ConnectMesh(std::vector<std::unique_ptr<TcpTransport>> transports) {
+  Mesh mesh;
+  const int size = static_cast<int>(transports.size());
+  mesh.transports = std::move(transports);
+  mesh.conns.resize(size);
+  for (auto& row : mesh.conns) row.resize(size);
+  std::vector<std::string> addresses;
+  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
+  std::mutex mutex;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      for (int p = 0; p < size; ++p) {
+        if (p == r) continue;
+        auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTestTimeoutMs));
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!c.ok()) {
+          if (mesh.error.empty()) mesh.error = c.status().ToString();
+        } else {
+          mesh.conns[r][p] = std::move(c.value());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return mesh;
+}
+
+Mesh MakeMesh(int size, uint64_t comm_id) { return ConnectMesh(MakeTransports(size, comm_id)); }
+
+uint8_t PatternByte(size_t i, int src, int dst, size_t bytes) {
+  return static_cast<uint8_t>((i * 131 + static_cast<size_t>(src) * 17 +
+                               static_cast<size_t>(dst) * 29 + bytes * 7 + (i >> 11)) &
+                              0xff);
+}
+
+std::vector<uint8_t> Pattern(size_t bytes, int src, int dst) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = PatternByte(i, src, dst, bytes);
+  return data;
+}
+
+// "" if `data` holds the pattern, else where it differs first.
+std::string CheckPattern(const std::vector<uint8_t>& data, int src, int dst) {
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != PatternByte(i, src, dst, data.size())) {
+      return "message " + std::to_string(src) + "->" + std::to_string(dst) + " of " +
+             std::to_string(data.size()) + " bytes differs at byte " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
+TEST_CASE("tcp: messages of many sizes arrive intact between every pair", "[tcp]") {
+  const int size = GENERATE(2, 3);
+  Mesh mesh = MakeMesh(size, 0x1234 + size);
+  REQUIRE(mesh.error.empty());
+  const std::vector<size_t> sizes = {0, 1, 7, 64 << 10, (16 << 20) + 3};
+
+  std::vector<std::string> errors(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      // Sends to everyone, receives from everyone, all posted before any wait.
+      std::vector<std::vector<uint8_t>> send_bufs;
+      std::vector<std::vector<uint8_t>> recv_bufs;
+      std::vector<std::pair<int, RequestPtr>> recvs;
+      std::vector<RequestPtr> sends;
+      send_bufs.reserve(size * sizes.size());
+      recv_bufs.reserve(size * sizes.size());
+      for (int p = 0; p < size; ++p) {
+        if (p == r) continue;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          recv_bufs.emplace_back(sizes[k], 0xEE);
+          recvs.emplace_back(p, mesh.conns[r][p]->PostRecv(recv_bufs.back().data(), sizes[k], k));
+          send_bufs.push_back(Pattern(sizes[k], r, p));
+          sends.push_back(mesh.conns[r][p]->PostSend(send_bufs.back().data(), sizes[k], k));
+        }
+      }
+      for (auto& s : sends) {
+        Status st = s->Wait(Deadline::AfterMs(kTestTimeoutMs));
+        if (!st.ok() && errors[r].empty()) errors[r] = "send: " + st.ToString();
+      }
+      for (size_t i = 0; i < recvs.size(); ++i) {
+        Status st = recvs[i].second->Wait(Deadline::AfterMs(kTestTimeoutMs));
+        if (!st.ok()) {
+          if (errors[r].empty()) errors[r] = "recv: " + st.ToString();
+          continue;
+        }
+        std::string bad = CheckPattern(recv_bufs[i], recvs[i].first, r);
+        if (!bad.empty() && errors[r].empty()) errors[r] = bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) {
+    INFO("rank " << r << " of " << size);
+    CHECK(errors[r] == "");
+  }
+}
+
+TEST_CASE("tcp: many messages keep their order, sent before the receives are posted", "[tcp]") {
+  Mesh mesh = MakeMesh(2, 77);
+  REQUIRE(mesh.error.empty());
+  constexpr int kCount = 3000;
+  auto bytes_of = [](int i) { return static_cast<size_t>((i * 37) % 300 + (i % 100 == 0) * 200000); };
+
+  std::vector<std::vector<uint8_t>> send_bufs(kCount);
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < kCount; ++i) {
+    send_bufs[i] = Pattern(bytes_of(i), 0, i % 200);
+    sends.push_back(mesh.conns[0][1]->PostSend(send_bufs[i].data(), send_bufs[i].size(), i));
+  }
+  // Let the sender run into TCP backpressure before anything is received.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  std::string error;
+  std::vector<uint8_t> buf;
+  for (int i = 0; i < kCount && error.empty(); ++i) {
+    buf.assign(bytes_of(i), 0);
+    RequestPtr recv = mesh.conns[1][0]->PostRecv(buf.data(), buf.size(), i);
+    Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    if (!st.ok()) {
+      error = "recv " + std::to_string(i) + ": " + st.ToString();
+    } else {
+      error = CheckPattern(buf, 0, i % 200);
+    }
+  }
+  CHECK(error == "");
+  for (auto& s : sends) CHECK(s->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("tcp: tag and size mismatches fail the receive and name both sides", "[tcp]") {
+  Mesh mesh = MakeMesh(2, 99);
+  REQUIRE(mesh.error.empty());
+  Connection& sender = *mesh.conns[0][1];
+  Connection& receiver = *mesh.conns[1][0];
+  std::vector<uint8_t> data = Pattern(1000, 0, 1);
+  std::vector<uint8_t> buf(1000);
+
+  SECTION("tag") {
+    RequestPtr send = sender.PostSend(data.data(), data.size(), 5);
+    RequestPtr recv = receiver.PostRecv(buf.data(), buf.size(), 6);
+    Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    CHECK(st.code() == Code::kInternalError);
+    CHECK_THAT(st.message(), Catch::Contains("expected tag 6"));
+    CHECK_THAT(st.message(), Catch::Contains("has tag 5"));
+    CHECK_THAT(st.message(), Catch::Contains("rank 0"));
+    CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  }
+  SECTION("size") {
+    RequestPtr send = sender.PostSend(data.data(), data.size(), 5);
+    RequestPtr recv = receiver.PostRecv(buf.data(), 999, 5);
+    Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    CHECK(st.code() == Code::kInternalError);
+    CHECK_THAT(st.message(), Catch::Contains("999 bytes"));
+    CHECK_THAT(st.message(), Catch::Contains("1000 bytes"));
+    CHECK_THAT(st.message(), Catch::Contains("rank 0"));
+    CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  }
+  // The refused message was dropped whole: the next one is received intact.
+  std::vector<uint8_t> next = Pattern(70000, 0, 1);
+  std::vector<uint8_t> next_buf(next.size());
+  RequestPtr send = sender.PostSend(next.data(), next.size(), 8);
+  RequestPtr recv = receiver.PostRecv(next_buf.data(), next_buf.size(), 8);
+  REQUIRE(recv->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(next_buf, 0, 1) == "");
+  CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+// ---- raw sockets playing strangers ----
+
+int DialRaw(const std::string& address) {
+  Result<std::pair<std::string, uint16_t>> hp = ParseHostPort(address);
+  if (!hp.ok()) return -1;
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(hp.value().second);
+  if (inet_pton(AF_INET, hp.value().first.c_str(), &sin.sin_addr) != 1) return -1;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True if the other side closes `fd` within `ms`, having sent nothing.
+bool ClosedByPeer(int fd, int ms) {
+  pollfd pfd{fd, POLLIN, 0};
+  if (poll(&pfd, 1, ms) <= 0) return false;
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, 0);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+TEST_CASE("tcp: strangers are refused and the real peers still connect", "[tcp]") {
+  auto transports = MakeTransports(2, 0xC0FFEE);
+  const std::string listener = transports[1]->LocalAddress();
+
+  std::vector<std::pair<std::string, int>> strangers;
+  {
+    int fd = DialRaw(listener);
+    const char garbage[] = "GET / HTTP/1.0\r\n\r\nxxxxxxxxxx";
+    CHECK(send(fd, garbage, sizeof(garbage), MSG_NOSIGNAL) > 0);
+    strangers.emplace_back("garbage", fd);
+  }
+  auto hello = [] {
+    HandshakeFrame f;
+    f.comm_id = 0xC0FFEE;
+    f.sender_rank = 0;
+    f.receiver_rank = 1;
+    return f;
+  };
+  {
+    HandshakeFrame f = hello();
+    f.comm_id = 0xBAD;
+    int fd = DialRaw(listener);
+    CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
+    strangers.emplace_back("wrong comm_id", fd);
+  }
+  {
+    HandshakeFrame f = hello();
+    f.version = kWireVersion + 1;
+    int fd = DialRaw(listener);
+    CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
+    strangers.emplace_back("wrong version", fd);
+  }
+  {
+    HandshakeFrame f = hello();
+    f.receiver_rank = 7;
+    int fd = DialRaw(listener);
+    CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
+    strangers.emplace_back("wrong receiver", fd);
+  }
+  {
+    HandshakeFrame f = hello();
+    f.sender_rank = 1;  // a rank does not dial itself, nor do higher ranks dial lower ones
+    int fd = DialRaw(listener);
+    CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
+    strangers.emplace_back("wrong sender", fd);
+  }
+  {
+    int fd = DialRaw(listener);
+    CHECK(send(fd, "BR", 2, MSG_NOSIGNAL) == 2);
+    shutdown(fd, SHUT_WR);  // half a hello, then EOF
+    strangers.emplace_back("truncated hello", fd);
+  }
+  // A silent one stays connected (until the handshake timeout) without blocking anyone.
+  int silent = DialRaw(listener);
+  CHECK(silent >= 0);
+
+  for (auto& [what, fd] : strangers) {
+    INFO(what);
+    REQUIRE(fd >= 0);
+    CHECK(ClosedByPeer(fd, 5000));
+    close(fd);
+  }
+
+  Mesh mesh = ConnectMesh(std::move(transports));
+  REQUIRE(mesh.error.empty());
+  std::vector<uint8_t> data = Pattern(4096, 0, 1);
+  std::vector<uint8_t> buf(4096);
+  RequestPtr send_req = mesh.conns[0][1]->PostSend(data.data(), data.size(), 1);
+  RequestPtr recv_req = mesh.conns[1][0]->PostRecv(buf.data(), buf.size(), 1);
+  REQUIRE(recv_req->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(buf, 0, 1) == "");
+  CHECK(send_req->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  close(silent);
+}
+
+TEST_CASE("tcp: a connection from another communicator is refused at Connect", "[tcp]") {
+  auto ours = MakeTransports(2, 1111);
+  auto theirs = MakeTransports(2, 2222);
+  // Rank 0 of communicator 2222 dials rank 1 of communicator 1111 (a stale address).
+  auto c = theirs[0]->Connect(1, ours[1]->LocalAddress(), Deadline::AfterMs(kTestTimeoutMs));
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == Code::kRemoteError);
+  CHECK_THAT(c.status().message(), Catch::Contains("rank 1"));
+  CHECK_THAT(c.status().message(), Catch::Contains("refused"));
+}
+
+TEST_CASE("tcp: Abort wakes a blocked Wait and a blocked Connect", "[tcp]") {
+  Mesh mesh = MakeMesh(2, 5);
+  REQUIRE(mesh.error.empty());
+  std::vector<uint8_t> buf(100);
+  RequestPtr recv = mesh.conns[1][0]->PostRecv(buf.data(), buf.size(), 1);
+  Status waited;
+  std::thread waiter([&] { waited = recv->Wait(Deadline::AfterMs(10 * 60 * 1000)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  mesh.transports[1]->Abort(Status::Aborted("test says stop"));
+  waiter.join();
+  CHECK(waited.code() == Code::kAborted);
+  CHECK_THAT(waited.message(), Catch::Contains("test says stop"));
+
+  // Later requests and Connects fail at once.
+  RequestPtr late = mesh.conns[1][0]->PostSend(buf.data(), buf.size(), 2);
+  CHECK(late->Test());
+  CHECK(late->status().code() == Code::kAborted);
+  auto again = mesh.transports[1]->Connect(0, mesh.transports[0]->LocalAddress(),
+                                           Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(again.status().code() == Code::kAborted);
+
+  // A Connect waiting for a peer that never dials.
+  auto lonely = MakeTransports(2, 6);
+  Result<std::unique_ptr<Connection>> connected = Status::Internal("not run");
+  std::thread connector([&] {
+    connected = lonely[1]->Connect(0, lonely[0]->LocalAddress(), Deadline::AfterMs(10 * 60 * 1000));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  lonely[1]->Abort(Status::Aborted("give up"));
+  connector.join();
+  CHECK(connected.status().code() == Code::kAborted);
+}
+
+TEST_CASE("tcp: a destroyed peer fails the survivor's pending receive", "[tcp]") {
+  const bool connection_first = GENERATE(true, false);
+  Mesh mesh = MakeMesh(2, 8);
+  REQUIRE(mesh.error.empty());
+  std::vector<uint8_t> buf(1 << 20);
+  RequestPtr recv = mesh.conns[0][1]->PostRecv(buf.data(), buf.size(), 3);
+  std::vector<uint8_t> junk(1 << 20);
+  // Rank 1 has a receive pending too, and data in flight, when it goes.
+  RequestPtr peer_recv = mesh.conns[1][0]->PostRecv(junk.data(), junk.size(), 4);
+  if (connection_first) {
+    mesh.conns[1][0].reset();
+    mesh.transports[1].reset();
+  } else {
+    mesh.transports[1].reset();
+    CHECK(peer_recv->Test());
+    RequestPtr after = mesh.conns[1][0]->PostSend(junk.data(), junk.size(), 5);
+    CHECK(after->status().code() == Code::kAborted);
+    mesh.conns[1][0].reset();
+  }
+  CHECK(peer_recv->Test());
+  CHECK(peer_recv->status().code() == Code::kAborted);
+  Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(st.code() == Code::kRemoteError);
+  CHECK_THAT(st.message(), Catch::Contains("connection to rank 1 lost"));
+  // And every later request on the dead link fails the same way.
+  RequestPtr later = mesh.conns[0][1]->PostSend(buf.data(), 10, 9);
+  CHECK(later->Wait(Deadline::AfterMs(kTestTimeoutMs)).code() == Code::kRemoteError);
+}
+
+TEST_CASE("tcp: Connect to a peer that never shows times out naming it", "[tcp]") {
+  auto transports = MakeTransports(2, 10);
+  SECTION("accepting side") {
+    auto c = transports[1]->Connect(0, transports[0]->LocalAddress(), Deadline::AfterMs(300));
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == Code::kTimeout);
+    CHECK_THAT(c.status().message(), Catch::Contains("rank 1: no connection from rank 0"));
+  }
+  SECTION("dialing side, nobody listening") {
+    // An address where nothing listens any more.
+    std::string gone;
+    {
+      auto other = MakeTransports(1, 11);
+      gone = other[0]->LocalAddress();
+    }
+    auto c = transports[0]->Connect(1, gone, Deadline::AfterMs(300));
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == Code::kTimeout);
+    CHECK_THAT(c.status().message(), Catch::Contains("rank 0: could not connect to rank 1"));
+  }
+  SECTION("bad arguments") {
+    CHECK(transports[0]->Connect(0, "127.0.0.1:1", Deadline::AfterMs(100)).status().code() ==
+          Code::kInvalidArgument);
+    CHECK(transports[0]->Connect(1, "nonsense", Deadline::AfterMs(100)).status().code() ==
+          Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("tcp: ParseHostPort", "[tcp]") {
+  auto ok = [](const std::string& text, const std::string& host, uint16_t port) {
+    auto r = ParseHostPort(text);
+    return r.ok() && r.value().first == host && r.value().second == port;
+  };
+  CHECK(ok("127.0.0.1:80", "127.0.0.1", 80));
+  CHECK(ok("[::1]:65535", "::1", 65535));
+  CHECK(ok("[fe80::1%eth0]:5", "fe80::1%eth0", 5));
+  for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", ":80", "::1:80", "[::1]80", "[::1]:",
+                          "1.2.3.4:0", "1.2.3.4:65536", "1.2.3.4:8x"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseHostPort(bad).ok());
+  }
+}
+
+TEST_CASE("tcp: BRAID_SOCKET_IFNAME picks the listening interface", "[tcp]") {
+  auto t = TcpTransport::Create(Context(0, 1, 1, "=lo", "AF_INET"));
+  REQUIRE(t.ok());
+  CHECK(t.value()->LocalAddress().rfind("127.0.0.1:", 0) == 0);
+  CHECK(std::string(t.value()->name()) == "tcp");
+
+  auto none = TcpTransport::Create(Context(0, 1, 1, "braid_no_such_if"));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(none.status().message(), Catch::Contains("braid_no_such_if"));
+
+  auto bad_rank = TcpTransport::Create(Context(2, 2, 1));
+  CHECK(bad_rank.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("tcp: IPv6 loopback", "[tcp][ipv6]") {
+  if (!ChooseAddress("lo", "AF_INET6").ok()) {
+    WARN("SKIPPED: no ::1 on this host (IPv6 disabled?); TCP over IPv6 not tested");
+    return;
+  }
+  Mesh mesh = ConnectMesh(MakeTransports(2, 66, "lo", "AF_INET6"));
+  REQUIRE(mesh.error.empty());
+  CHECK(mesh.transports[0]->LocalAddress().rfind("[::1]:", 0) == 0);
+  std::vector<uint8_t> data = Pattern(100000, 1, 0);
+  std::vector<uint8_t> buf(data.size());
+  RequestPtr send_req = mesh.conns[1][0]->PostSend(data.data(), data.size(), 4);
+  RequestPtr recv_req = mesh.conns[0][1]->PostRecv(buf.data(), buf.size(), 4);
+  REQUIRE(recv_req->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(buf, 1, 0) == "");
+  CHECK(send_req->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("tcp: connections outlive their transport safely", "[tcp]") {
+  Mesh mesh = MakeMesh(3, 12);
+  REQUIRE(mesh.error.empty());
+  // Destroy all transports first, then use and destroy the connections.
+  for (auto& t : mesh.transports) t.reset();
+  char byte = 0;
+  for (int r = 0; r < 3; ++r) {
+    for (int p = 0; p < 3; ++p) {
+      if (p == r) continue;
+      RequestPtr req = mesh.conns[r][p]->PostRecv(&byte, 1, 0);
+      CHECK(req->Test());
+      // Aborted by its own transport's destruction, or lost when the peer's went first.
+      Code code = req->status().code();
+      CHECK((code == Code::kAborted || code == Code::kRemoteError));
+      mesh.conns[r][p]->Close(Status::Aborted("done"));
+    }
+  }
+  mesh.conns.clear();
+}
+
+}  // namespace
+}  // namespace braid::transport::tcp

@@ -1,0 +1,568 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "core/net_interfaces.h"
+#include "transport/tcp/tcp_connection.h"
+#include "transport/tcp/wire.h"
+
+namespace braid::transport::tcp {
+namespace {
+
+// A connected socket that sends no hello within this time is dropped (a legitimate peer sends it
+// right after connecting; this only bounds what a silent stranger can hold).
+constexpr int64_t kHandshakeTimeoutMs = 30 * 1000;
+// Backoff between dials while the peer's listener refuses.
+constexpr int kFirstRetryMs = 10;
+constexpr int kMaxRetryMs = 200;
+
+using Tcp = asio::ip::tcp;
+
+std::string EndpointText(const Tcp::endpoint& endpoint) {
+  const asio::ip::address& address = endpoint.address();
+  std::string host = address.to_string();
+  if (address.is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+std::string Hex(uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+std::string Describe(const asio::error_code& ec) {
+  if (ec == asio::error::eof) return "connection closed by the other side";
+  return ec.message();
+}
+
+void TuneSocket(Tcp::socket& socket) {
+  asio::error_code ignored;
+  socket.set_option(Tcp::no_delay(true), ignored);
+  socket.set_option(asio::socket_base::keep_alive(true), ignored);
+}
+
+// What is wrong with `frame`, or "" if it is a valid frame of `kind` from `expected_sender`
+// (any lower rank when < 0) to `rank` in communicator `comm_id`.
+std::string CheckFrame(const HandshakeFrame& frame, HandshakeKind kind, uint64_t comm_id,
+                       int rank, int size, int expected_sender) {
+  if (frame.magic != kHandshakeMagic) {
+    return "bad magic " + Hex(frame.magic) + " (not a braid tcp peer)";
+  }
+  if (frame.version != kWireVersion) {
+    return "peer speaks wire version " + std::to_string(frame.version) + ", this build speaks " +
+           std::to_string(kWireVersion);
+  }
+  if (frame.kind != static_cast<uint16_t>(kind)) {
+    return "unexpected handshake kind " + std::to_string(frame.kind);
+  }
+  if (frame.comm_id != comm_id) {
+    return "handshake for communicator " + Hex(frame.comm_id) + ", this is communicator " +
+           Hex(comm_id);
+  }
+  if (frame.receiver_rank != rank) {
+    return "handshake addressed to rank " + std::to_string(frame.receiver_rank) +
+           ", this is rank " + std::to_string(rank);
+  }
+  if (expected_sender >= 0) {
+    if (frame.sender_rank != expected_sender) {
+      return "handshake from rank " + std::to_string(frame.sender_rank) + ", expected rank " +
+             std::to_string(expected_sender);
+    }
+  } else if (frame.sender_rank < 0 || frame.sender_rank >= rank || frame.sender_rank >= size) {
+    return "handshake claims to come from rank " + std::to_string(frame.sender_rank) +
+           ", which does not dial rank " + std::to_string(rank) + " (only lower ranks do)";
+  }
+  return "";
+}
+
+// A socket accepted by the listener, waiting for its hello. io thread only.
+struct PendingHandshake {
+  explicit PendingHandshake(Tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+  Tcp::socket socket;
+  asio::steady_timer timer;
+  std::string from;
+  HandshakeFrame hello;
+  HandshakeFrame answer;
+};
+
+// One Connect dialing a higher rank. The io thread owns `socket` until `done` completes OK;
+// then the thread in Connect takes it. Whoever completes `done` with an error makes sure the
+// io thread closes the socket.
+struct ConnectAttempt {
+  explicit ConnectAttempt(asio::io_context& io) : socket(io), timer(io) {}
+  Tcp::socket socket;
+  asio::steady_timer timer;
+  Tcp::endpoint endpoint;
+  std::string address;
+  int peer = -1;
+  int retry_ms = kFirstRetryMs;
+  HandshakeFrame hello;
+  HandshakeFrame answer;
+  RequestPtr done = std::make_shared<Request>();
+
+  std::mutex mutex;  // guards last_error (written on the io thread, read by Connect)
+  std::string last_error = "no attempt finished yet";
+  void SetLastError(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    last_error = text;
+  }
+  std::string LastError() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return last_error;
+  }
+};
+
+}  // namespace
+
+struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
+  explicit State(const TransportContext& ctx)
+      : context(ctx),
+        rank(ctx.rank),
+        io(std::make_shared<asio::io_context>(1)),
+        work(asio::make_work_guard(*io)),
+        acceptor(*io),
+        accept_retry(*io) {}
+
+  const TransportContext context;
+  const int rank;
+  std::shared_ptr<asio::io_context> io;  // shared with sessions, which may outlive the transport
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::string local_address;
+  std::thread thread;
+
+  // io thread only (once the thread runs).
+  Tcp::acceptor acceptor;
+  asio::steady_timer accept_retry;
+  std::set<std::shared_ptr<PendingHandshake>> handshakes;
+
+  // Guards the fields below. Lock order: State::mutex, then TcpSession::mutex_ / Request's.
+  std::mutex mutex;
+  std::condition_variable stash_cv;                 // a socket was stashed, or Abort
+  std::map<int, Tcp::socket> stash;                 // handshaken, unclaimed; by peer rank
+  std::set<int> claimed;                            // peers whose socket Connect took
+  std::vector<std::weak_ptr<TcpSession>> sessions;  // every connection made, to fail on Abort
+  std::set<std::shared_ptr<ConnectAttempt>> attempts;
+  Status aborted;  // non-OK once aborted
+
+  // ---- listener (io thread) ----
+
+  void StartAccept() {
+    acceptor.async_accept([self = shared_from_this()](const asio::error_code& ec,
+                                                      Tcp::socket socket) {
+      if (!self->acceptor.is_open()) return;
+      if (ec) {
+        // Out of descriptors and similar: keep listening, but do not spin.
+        BRAID_LOG(kWarn, self->rank) << "tcp accept failed: " << ec.message() << "; retrying";
+        self->accept_retry.expires_after(std::chrono::milliseconds(100));
+        self->accept_retry.async_wait([self](const asio::error_code& timer_ec) {
+          if (!timer_ec && self->acceptor.is_open()) self->StartAccept();
+        });
+        return;
+      }
+      self->OnAccepted(std::move(socket));
+      self->StartAccept();
+    });
+  }
+
+  void OnAccepted(Tcp::socket socket) {
+    auto hs = std::make_shared<PendingHandshake>(std::move(socket));
+    asio::error_code ec;
+    Tcp::endpoint remote = hs->socket.remote_endpoint(ec);
+    hs->from = ec ? std::string("an unknown address") : EndpointText(remote);
+    TuneSocket(hs->socket);
+    handshakes.insert(hs);
+    hs->timer.expires_after(std::chrono::milliseconds(kHandshakeTimeoutMs));
+    hs->timer.async_wait([self = shared_from_this(), hs](const asio::error_code& timer_ec) {
+      if (timer_ec) return;  // cancelled: the handshake finished first
+      self->Refuse(hs, "sent no handshake within " + std::to_string(kHandshakeTimeoutMs) + " ms");
+    });
+    asio::async_read(hs->socket, asio::buffer(&hs->hello, sizeof(hs->hello)),
+                     [self = shared_from_this(), hs](const asio::error_code& read_ec, size_t) {
+                       self->OnHello(hs, read_ec);
+                     });
+  }
+
+  void Refuse(const std::shared_ptr<PendingHandshake>& hs, const std::string& why) {
+    if (handshakes.erase(hs) == 0) return;  // already finished
+    BRAID_LOG(kWarn, rank) << "rank " << rank << ": refused a tcp connection from " << hs->from
+                           << ": " << why;
+    asio::error_code ignored;
+    hs->timer.cancel();
+    hs->socket.close(ignored);
+  }
+
+  void OnHello(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec) {
+    if (handshakes.count(hs) == 0) return;
+    if (ec) return Refuse(hs, "closed before completing the handshake (" + Describe(ec) + ")");
+    std::string why =
+        CheckFrame(hs->hello, HandshakeKind::kHello, context.comm_id, rank, context.size, -1);
+    if (why.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!aborted.ok()) why = "this transport was aborted";
+      if (claimed.count(hs->hello.sender_rank) != 0) {
+        why = "rank " + std::to_string(hs->hello.sender_rank) + " is already connected";
+      }
+    }
+    if (!why.empty()) return Refuse(hs, why);
+    hs->answer.kind = static_cast<uint16_t>(HandshakeKind::kAccept);
+    hs->answer.comm_id = context.comm_id;
+    hs->answer.sender_rank = rank;
+    hs->answer.receiver_rank = hs->hello.sender_rank;
+    asio::async_write(hs->socket, asio::buffer(&hs->answer, sizeof(hs->answer)),
+                      [self = shared_from_this(), hs](const asio::error_code& write_ec, size_t) {
+                        self->OnAnswered(hs, write_ec);
+                      });
+  }
+
+  void OnAnswered(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec) {
+    if (handshakes.count(hs) == 0) return;
+    if (ec) return Refuse(hs, "could not answer the handshake (" + Describe(ec) + ")");
+    handshakes.erase(hs);
+    hs->timer.cancel();
+    int peer = hs->hello.sender_rank;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = stash.find(peer);
+      if (it != stash.end()) {
+        // The peer dialed again (its earlier Connect gave up): the newer socket is the live one.
+        BRAID_LOG(kWarn, rank) << "rank " << rank << ": rank " << peer
+                               << " connected again before the first connection was used; "
+                                  "keeping the newer one";
+        asio::error_code ignored;
+        it->second.close(ignored);
+        stash.erase(it);
+      }
+      stash.emplace(peer, std::move(hs->socket));
+    }
+    stash_cv.notify_all();
+  }
+
+  // ---- dialing (io thread) ----
+
+  void CloseAttempt(const std::shared_ptr<ConnectAttempt>& a) {
+    asio::error_code ignored;
+    a->timer.cancel();
+    a->socket.close(ignored);
+  }
+
+  void FinishAttempt(const std::shared_ptr<ConnectAttempt>& a, Status status) {
+    bool success = status.ok();
+    a->done->Complete(std::move(status));
+    // Lost the race against a timeout or Abort, or failed: the socket stays with the io thread.
+    if (!success || !a->done->status().ok()) CloseAttempt(a);
+  }
+
+  void RetryDial(const std::shared_ptr<ConnectAttempt>& a, const std::string& error) {
+    a->SetLastError(error);
+    asio::error_code ignored;
+    a->socket.close(ignored);
+    a->timer.expires_after(std::chrono::milliseconds(a->retry_ms));
+    a->retry_ms = std::min(a->retry_ms * 2, kMaxRetryMs);
+    a->timer.async_wait([self = shared_from_this(), a](const asio::error_code& ec) {
+      if (ec || a->done->Test()) return self->CloseAttempt(a);
+      self->Dial(a);
+    });
+  }
+
+  void Dial(const std::shared_ptr<ConnectAttempt>& a) {
+    if (a->done->Test()) return CloseAttempt(a);
+    asio::error_code ec;
+    a->socket.open(a->endpoint.protocol(), ec);
+    if (ec) {
+      return FinishAttempt(a, Status::SystemError("rank " + std::to_string(rank) +
+                                                  ": cannot open a socket to dial rank " +
+                                                  std::to_string(a->peer) + ": " + ec.message()));
+    }
+    TuneSocket(a->socket);
+    a->socket.async_connect(a->endpoint, [self = shared_from_this(), a](const asio::error_code& ec) {
+      if (a->done->Test()) return self->CloseAttempt(a);
+      // Refused or unreachable: the peer may not listen yet, or the network hiccups. Keep
+      // trying until Connect's deadline; Connect reports the last error.
+      if (ec) return self->RetryDial(a, ec.message());
+      self->SendHello(a);
+    });
+  }
+
+  void SendHello(const std::shared_ptr<ConnectAttempt>& a) {
+    a->hello.kind = static_cast<uint16_t>(HandshakeKind::kHello);
+    a->hello.comm_id = context.comm_id;
+    a->hello.sender_rank = rank;
+    a->hello.receiver_rank = a->peer;
+    asio::async_write(
+        a->socket, asio::buffer(&a->hello, sizeof(a->hello)),
+        [self = shared_from_this(), a](const asio::error_code& ec, size_t) {
+          if (a->done->Test()) return self->CloseAttempt(a);
+          if (ec) return self->Refused(a, Describe(ec));
+          asio::async_read(a->socket, asio::buffer(&a->answer, sizeof(a->answer)),
+                           [self, a](const asio::error_code& read_ec, size_t) {
+                             self->OnAnswer(a, read_ec);
+                           });
+        });
+  }
+
+  void Refused(const std::shared_ptr<ConnectAttempt>& a, const std::string& why) {
+    FinishAttempt(a, Status::RemoteError("rank " + std::to_string(rank) + ": rank " +
+                                         std::to_string(a->peer) + " at " + a->address +
+                                         " refused the tcp handshake: " + why +
+                                         " (wrong address, communicator or build? see its log)"));
+  }
+
+  void OnAnswer(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
+    if (a->done->Test()) return CloseAttempt(a);
+    if (ec) return Refused(a, Describe(ec));
+    std::string why = CheckFrame(a->answer, HandshakeKind::kAccept, context.comm_id, rank,
+                                 context.size, a->peer);
+    if (!why.empty()) return Refused(a, why);
+    FinishAttempt(a, Status::Ok());
+  }
+
+  // Closes everything the io thread owns, so that run() returns once the handlers drain.
+  void CloseEverythingOnIo() {
+    asio::error_code ignored;
+    acceptor.close(ignored);
+    accept_retry.cancel();
+    for (const auto& hs : handshakes) {
+      hs->timer.cancel();
+      hs->socket.close(ignored);
+    }
+    handshakes.clear();
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& entry : stash) entry.second.close(ignored);
+    stash.clear();
+  }
+
+  // ---- called from Connect's thread ----
+
+  Result<std::unique_ptr<Connection>> MakeConnection(int peer, Tcp::socket socket) {
+    Status abort_status;
+    std::shared_ptr<TcpSession> session;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      abort_status = aborted;
+      if (abort_status.ok()) {
+        session = TcpSession::Create(io, std::move(socket), rank, peer);
+        sessions.erase(std::remove_if(sessions.begin(), sessions.end(),
+                                      [](const std::weak_ptr<TcpSession>& s) { return s.expired(); }),
+                       sessions.end());
+        sessions.push_back(session);
+      }
+    }
+    if (!abort_status.ok()) {
+      asio::error_code ignored;
+      socket.close(ignored);  // never handed to the io thread
+      return abort_status;
+    }
+    session->Start();
+    BRAID_LOG(kInfo, rank) << "rank " << rank << ": tcp connection to rank " << peer << " is up";
+    return std::unique_ptr<Connection>(new TcpConnection(std::move(session)));
+  }
+};
+
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& address) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("bad tcp address '" + address + "': " + why +
+                                   " (expected ip:port or [ipv6]:port)");
+  };
+  std::string host;
+  std::string port;
+  if (!address.empty() && address[0] == '[') {
+    size_t close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      return bad("no ']:' after the IPv6 address");
+    }
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return bad("no port");
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return bad("IPv6 addresses need brackets");
+  }
+  if (host.empty()) return bad("no host");
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return bad("port is not a number");
+  }
+  unsigned long value = std::stoul(port);
+  if (value == 0 || value > 65535) return bad("port out of range");
+  return std::make_pair(host, static_cast<uint16_t>(value));
+}
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(const TransportContext& context) {
+  const int rank = context.rank;
+  if (context.size < 1 || rank < 0 || rank >= context.size) {
+    return Status::InvalidArgument("tcp transport: rank " + std::to_string(rank) +
+                                   " is outside a communicator of size " +
+                                   std::to_string(context.size));
+  }
+  auto where = [rank](const std::string& what) {
+    return "rank " + std::to_string(rank) + ": tcp transport: " + what;
+  };
+  Result<std::string> ip = ChooseAddress(context.config.socket_ifname, context.config.socket_family);
+  if (!ip.ok()) return ip.status().WithContext(where("choosing the address to listen on"));
+  asio::error_code ec;
+  asio::ip::address address = asio::ip::make_address(ip.value(), ec);
+  if (ec) return Status::Internal(where("cannot parse interface address " + ip.value()));
+
+  auto state = std::make_shared<State>(context);
+  Tcp::endpoint endpoint(address, 0);
+  state->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) state->acceptor.bind(endpoint, ec);
+  if (!ec) state->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  Tcp::endpoint local;
+  if (!ec) local = state->acceptor.local_endpoint(ec);
+  if (ec) {
+    return Status::SystemError(where("cannot listen on " + ip.value() + ": " + ec.message()));
+  }
+  state->local_address = EndpointText(local);
+  state->StartAccept();
+  state->thread = std::thread([io = state->io, rank] {
+    pthread_setname_np(pthread_self(), "braid-tcp-io");
+    for (;;) {
+      try {
+        io->run();
+        return;
+      } catch (const std::exception& e) {  // handlers do not throw; this is a last resort
+        BRAID_LOG(kWarn, rank) << "tcp io thread caught an exception: " << e.what();
+      }
+    }
+  });
+  BRAID_LOG(kInfo, rank) << "rank " << rank << ": tcp transport listening on "
+                         << state->local_address;
+  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(state)));
+}
+
+TcpTransport::TcpTransport(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+TcpTransport::~TcpTransport() {
+  Abort(Status::Aborted("rank " + std::to_string(state_->rank) + ": tcp transport destroyed"));
+  asio::post(*state_->io, [state = state_] { state->CloseEverythingOnIo(); });
+  // Every socket, timer and attempt is closed or about to be: run() returns once the
+  // handlers that this queued have run, and none of them is left holding a session.
+  state_->work.reset();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+std::string TcpTransport::LocalAddress() const { return state_->local_address; }
+
+bool TcpTransport::CanConnect(const PeerInfo& /*self*/, const PeerInfo& /*peer*/) const {
+  return true;
+}
+
+Result<std::unique_ptr<Connection>> TcpTransport::Connect(int peer,
+                                                          const std::string& peer_address,
+                                                          Deadline deadline) {
+  State& s = *state_;
+  const int rank = s.rank;
+  if (peer < 0 || peer >= s.context.size || peer == rank) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) +
+                                   ": tcp transport cannot connect to rank " +
+                                   std::to_string(peer) + " in a communicator of size " +
+                                   std::to_string(s.context.size));
+  }
+  const int64_t budget_ms = deadline.RemainingMs();
+
+  if (peer < rank) {
+    // The peer dials us: wait for the acceptor to stash its handshaken socket.
+    std::unique_lock<std::mutex> lock(s.mutex);
+    auto ready = [&] { return !s.aborted.ok() || s.stash.count(peer) != 0; };
+    if (deadline.when() == Deadline::Clock::time_point::max()) {
+      s.stash_cv.wait(lock, ready);
+    } else {
+      s.stash_cv.wait_until(lock, deadline.when(), ready);
+    }
+    if (!s.aborted.ok()) return s.aborted;
+    auto it = s.stash.find(peer);
+    if (it == s.stash.end()) {
+      return Status::Timeout("rank " + std::to_string(rank) + ": no connection from rank " +
+                             std::to_string(peer) + " within " + std::to_string(budget_ms) +
+                             " ms (listening on " + s.local_address + ")");
+    }
+    Tcp::socket socket = std::move(it->second);
+    s.stash.erase(it);
+    s.claimed.insert(peer);
+    lock.unlock();
+    return s.MakeConnection(peer, std::move(socket));
+  }
+
+  // We dial the peer.
+  BRAID_ASSIGN_OR_RETURN(auto host_port, ParseHostPort(peer_address));
+  asio::error_code ec;
+  asio::ip::address address = asio::ip::make_address(host_port.first, ec);
+  if (ec) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + ": address '" +
+                                   peer_address + "' of rank " + std::to_string(peer) +
+                                   " is not an IP address: " + ec.message());
+  }
+  auto attempt = std::make_shared<ConnectAttempt>(*s.io);
+  attempt->endpoint = Tcp::endpoint(address, host_port.second);
+  attempt->address = peer_address;
+  attempt->peer = peer;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.aborted.ok()) return s.aborted;
+    s.attempts.insert(attempt);
+  }
+  asio::post(*s.io, [state = state_, attempt] { state->Dial(attempt); });
+  (void)attempt->done->Wait(deadline);
+  if (!attempt->done->Test()) {
+    attempt->done->Complete(Status::Timeout(
+        "rank " + std::to_string(rank) + ": could not connect to rank " + std::to_string(peer) +
+        " at " + peer_address + " within " + std::to_string(budget_ms) +
+        " ms (last error: " + attempt->LastError() + ")"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.attempts.erase(attempt);
+  }
+  Status status = attempt->done->status();
+  if (!status.ok()) {
+    // The io thread may still own the socket; it closes it there.
+    asio::post(*s.io, [state = state_, attempt] { state->CloseAttempt(attempt); });
+    return status;
+  }
+  return s.MakeConnection(peer, std::move(attempt->socket));
+}
+
+void TcpTransport::Abort(const Status& reason) {
+  State& s = *state_;
+  Status status = Status::Aborted(reason.message().empty() ? "tcp transport aborted"
+                                                           : reason.message());
+  std::vector<std::shared_ptr<TcpSession>> sessions;
+  std::vector<std::shared_ptr<ConnectAttempt>> attempts;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.aborted.ok()) return;
+    s.aborted = status;
+    for (const auto& weak : s.sessions) {
+      if (auto session = weak.lock()) sessions.push_back(std::move(session));
+    }
+    attempts.assign(s.attempts.begin(), s.attempts.end());
+  }
+  s.stash_cv.notify_all();
+  for (const auto& attempt : attempts) {
+    attempt->done->Complete(status);
+    if (!attempt->done->status().ok()) {
+      asio::post(*s.io, [state = state_, attempt] { state->CloseAttempt(attempt); });
+    }
+  }
+  for (const auto& session : sessions) session->Fail(status);
+  BRAID_LOG(kInfo, s.rank) << "rank " << s.rank << ": tcp transport aborted: " << status.message();
+}
+
+}  // namespace braid::transport::tcp
