@@ -224,6 +224,10 @@ ParseOutcome ParsePerfArgs(int argc, char** argv, PerfOptions* o, std::string* e
       }
       case 'h': return ParseOutcome::kHelp;
       case ':': {
+        if (optopt != 0 && std::strchr(kUnsupported, optopt) != nullptr) {
+          return fail(Printf("-%c is an nccl-tests option that braid's bench does not support",
+                             optopt));
+        }
         const char* name = (optopt != 0) ? nullptr : argv[optind - 1];
         if (name != nullptr) return fail(Printf("option %s needs a value", name));
         return fail(Printf("option -%c needs a value", optopt));
@@ -748,9 +752,9 @@ class Runner {
     char* send;
     char* recv;
     Pointers(s, type, in_place, &send, &recv);
-    std::memset(recv_.get(), 0xA5, std::max(s.recv_count * elem,
-                                            static_cast<size_t>(recv - recv_.get()) +
-                                                s.recv_count * elem));
+    size_t poison = static_cast<size_t>(recv - recv_.get()) + s.recv_count * elem;
+    if (in_place) poison = std::max(poison, static_cast<size_t>(send - recv_.get()) + s.send_count * elem);
+    std::memset(recv_.get(), 0xA5, poison);  // a collective that writes nothing cannot pass
     DataArgs args{type, op, opt_.root, rank_, nranks_, seed, &s, send, expected_.get()};
     coll_.InitData(args);
   }

@@ -1,5 +1,8 @@
 #include "transport/tcp/tcp_connection.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -16,6 +19,17 @@ constexpr size_t kMaxBatchMessages = 32;
 constexpr size_t kMaxBatchBytes = size_t{1} << 20;
 // Payloads of refused messages are read through this buffer and dropped.
 constexpr size_t kDiscardChunk = size_t{256} << 10;
+// Sends up to this size may be written by the posting thread (see DirectSend). Larger ones go
+// to the io thread, so that the poster is not held up copying them into the kernel.
+constexpr size_t kMaxDirectSendBytes = size_t{64} << 10;
+
+// asio's transfer_all() caps each read/write syscall at 64 KiB; for large payloads that costs
+// a trip through the io loop per 64 KiB. Let the kernel move as much as it can per syscall.
+struct TransferAll {
+  size_t operator()(const asio::error_code& ec, size_t /*done*/) const {
+    return ec ? 0 : size_t{1} << 30;
+  }
+};
 
 RequestPtr FailedRequest(const Status& status) {
   auto request = std::make_shared<Request>();
@@ -37,7 +51,11 @@ std::shared_ptr<TcpSession> TcpSession::Create(std::shared_ptr<asio::io_context>
 
 TcpSession::TcpSession(std::shared_ptr<asio::io_context> io, asio::ip::tcp::socket socket,
                        int rank, int peer)
-    : io_(std::move(io)), socket_(std::move(socket)), rank_(rank), peer_(peer) {}
+    : io_(std::move(io)),
+      socket_(std::move(socket)),
+      rank_(rank),
+      peer_(peer),
+      fd_(socket_.native_handle()) {}
 
 void TcpSession::Start() {
   asio::post(*io_, [self = shared_from_this()] { self->ReadHeader(); });
@@ -50,16 +68,71 @@ std::string TcpSession::LostMessage(const std::string& why) const {
 
 RequestPtr TcpSession::PostSend(const void* data, size_t bytes, uint64_t tag) {
   auto request = std::make_shared<Request>();
+  bool direct = false;
   bool start = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.ok()) return FailedRequest(failure_);
-    SendOp op{request, MessageHeader{}, data};
-    op.header.tag = tag;
-    op.header.bytes = bytes;
-    send_queue_.push_back(op);
-    start = !writing_;
+    if (!writing_ && bytes <= kMaxDirectSendBytes) {
+      direct = true;  // nothing queued or in flight: this send goes first, from this thread
+    } else {
+      SendOp op{request, MessageHeader{}, data, 0};
+      op.header.tag = tag;
+      op.header.bytes = bytes;
+      send_queue_.push_back(op);
+      start = !writing_;
+    }
     writing_ = true;
+  }
+  if (direct) return DirectSend(std::move(request), data, bytes, tag);
+  if (start) asio::post(*io_, [self = shared_from_this()] { self->StartWrite(); });
+  return request;
+}
+
+RequestPtr TcpSession::DirectSend(RequestPtr request, const void* data, size_t bytes,
+                                  uint64_t tag) {
+  SendOp op{request, MessageHeader{}, data, 0};
+  op.header.tag = tag;
+  op.header.bytes = bytes;
+  const size_t total = sizeof(op.header) + bytes;
+  ssize_t sent = -1;
+  {
+    std::lock_guard<std::mutex> lock(fd_mutex_);
+    if (fd_open_) {
+      struct iovec iov[2];
+      iov[0].iov_base = &op.header;
+      iov[0].iov_len = sizeof(op.header);
+      iov[1].iov_base = const_cast<void*>(data);
+      iov[1].iov_len = bytes;
+      struct msghdr msg = {};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = bytes > 0 ? 2 : 1;
+      sent = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+  const bool complete = sent == static_cast<ssize_t>(total);
+  bool start = false;
+  Status failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure = failure_;
+    if (!failure.ok()) {
+      // Failed meanwhile: CloseOnIo has drained or will drain the queue without this send.
+    } else if (complete) {
+      start = !send_queue_.empty();  // others queued behind this send: the io thread goes on
+      writing_ = start;
+    } else {
+      // Socket buffer full, partial write, or an error the io thread's write will report:
+      // the rest goes first on the io thread's chain.
+      op.offset = sent > 0 ? static_cast<size_t>(sent) : 0;
+      send_queue_.push_front(op);
+      start = true;
+    }
+  }
+  if (!failure.ok()) {
+    request->Complete(complete ? Status::Ok() : failure);
+  } else if (complete) {
+    request->Complete(Status::Ok());
   }
   if (start) asio::post(*io_, [self = shared_from_this()] { self->StartWrite(); });
   return request;
@@ -95,9 +168,13 @@ void TcpSession::WaitClosed() { (void)closed_->Wait(Deadline::Never()); }
 void TcpSession::CloseOnIo() {
   if (closed_on_io_) return;
   closed_on_io_ = true;
-  asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);  // cancels the operations in flight: asio no longer touches buffers
+  {
+    std::lock_guard<std::mutex> lock(fd_mutex_);  // waits out a direct send in progress
+    fd_open_ = false;
+    asio::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);  // cancels the operations in flight: asio no longer touches buffers
+  }
   std::deque<SendOp> sends;
   std::deque<RecvOp> recvs;
   Status failure;
@@ -143,10 +220,21 @@ void TcpSession::StartWrite() {
   }
   write_buffers_.clear();
   for (const SendOp& op : in_flight_) {
-    write_buffers_.push_back(asio::buffer(&op.header, sizeof(op.header)));
-    if (op.header.bytes > 0) write_buffers_.push_back(asio::buffer(op.data, op.header.bytes));
+    // Only the first op can have an offset (what a direct send left over).
+    size_t skip = op.offset;
+    if (skip < sizeof(op.header)) {
+      write_buffers_.push_back(
+          asio::buffer(reinterpret_cast<const char*>(&op.header) + skip, sizeof(op.header) - skip));
+      skip = 0;
+    } else {
+      skip -= sizeof(op.header);
+    }
+    if (op.header.bytes > skip) {
+      write_buffers_.push_back(
+          asio::buffer(static_cast<const char*>(op.data) + skip, op.header.bytes - skip));
+    }
   }
-  asio::async_write(socket_, write_buffers_,
+  asio::async_write(socket_, write_buffers_, TransferAll(),
                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
                       self->OnWritten(ec);
                     });
@@ -209,7 +297,7 @@ void TcpSession::MatchHeader() {
     return Discard();
   }
   if (recv.bytes == 0) return OnPayload(asio::error_code());
-  asio::async_read(socket_, asio::buffer(recv.data, recv.bytes),
+  asio::async_read(socket_, asio::buffer(recv.data, recv.bytes), TransferAll(),
                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
                      self->OnPayload(ec);
                    });
@@ -228,7 +316,7 @@ void TcpSession::Discard() {
   if (discard_left_ == 0) return ReadHeader();
   if (!discard_buffer_) discard_buffer_.reset(new char[kDiscardChunk]);
   size_t chunk = static_cast<size_t>(std::min<uint64_t>(discard_left_, kDiscardChunk));
-  asio::async_read(socket_, asio::buffer(discard_buffer_.get(), chunk),
+  asio::async_read(socket_, asio::buffer(discard_buffer_.get(), chunk), TransferAll(),
                    [self = shared_from_this()](const asio::error_code& ec, size_t n) {
                      if (self->closed_on_io_) return;
                      if (ec) return self->OnSocketError(ec, "dropping a refused message");

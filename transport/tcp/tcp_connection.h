@@ -61,6 +61,7 @@ class TcpSession : public std::enable_shared_from_this<TcpSession> {
     RequestPtr request;
     MessageHeader header;
     const void* data;
+    size_t offset;  // bytes of header + payload already sent (by a direct send)
   };
   struct RecvOp {
     RequestPtr request;
@@ -71,6 +72,11 @@ class TcpSession : public std::enable_shared_from_this<TcpSession> {
 
   TcpSession(std::shared_ptr<asio::io_context> io, asio::ip::tcp::socket socket, int rank,
              int peer);
+
+  // A small send posted while nothing else is being sent is written by the posting thread
+  // itself (one non-blocking sendmsg), saving the hand-off to the io thread; whatever the kernel
+  // does not take goes to the io thread's write chain.
+  RequestPtr DirectSend(RequestPtr request, const void* data, size_t bytes, uint64_t tag);
 
   // All of these run on the io thread.
   void StartWrite();
@@ -90,6 +96,13 @@ class TcpSession : public std::enable_shared_from_this<TcpSession> {
   asio::ip::tcp::socket socket_;
   const int rank_;
   const int peer_;
+  const int fd_;  // socket_'s descriptor, for direct sends
+
+  // Held by a direct send while it uses fd_, and by CloseOnIo while it closes the socket, so that
+  // a direct send never writes to a descriptor number that was closed (and maybe reused). Never
+  // held together with mutex_.
+  std::mutex fd_mutex_;
+  bool fd_open_ = true;
 
   // Guards the fields below. Never held while calling into asio or completing a request; a
   // leaf lock (the transport's mutex may be held when taking it, never the reverse).

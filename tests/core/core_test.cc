@@ -1,0 +1,129 @@
+// core/: Status and Result, datatypes, environment configuration, logging prefix and levels.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/config.h"
+#include "core/datatype.h"
+#include "core/deadline.h"
+#include "core/logging.h"
+#include "core/status.h"
+
+namespace braid {
+namespace {
+
+Result<int> Half(int x) {
+  if (x % 2 != 0) return Status::InvalidArgument(std::to_string(x) + " is odd");
+  return x / 2;
+}
+
+Status Quarter(int x, int* out) {
+  int half = 0;
+  BRAID_ASSIGN_OR_RETURN(half, Half(x));
+  BRAID_ASSIGN_OR_RETURN(*out, Half(half));
+  return Status::Ok();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("Status and Result carry codes and context", "[core]") {
+  int out = 0;
+  CHECK(Quarter(8, &out).ok());
+  CHECK(out == 2);
+  Status odd = Quarter(6, &out);
+  CHECK(odd.code() == Code::kInvalidArgument);
+  CHECK(odd.message() == "3 is odd");
+  Status wrapped = odd.WithContext("rank 2");
+  CHECK(wrapped.message() == "rank 2: 3 is odd");
+  CHECK(wrapped.ToString() == "invalid argument: rank 2: 3 is odd");
+  CHECK(Status::Ok().WithContext("ignored").ok());
+  // A Result made from an OK status is an internal error, never a value-less success.
+  Result<int> broken{Status::Ok()};
+  CHECK(broken.status().code() == Code::kInternalError);
+}
+
+TEST_CASE("datatypes and ops: sizes and nccl-tests names", "[core]") {
+  CHECK(DataTypeSize(DataType::kInt8) == 1);
+  CHECK(DataTypeSize(DataType::kFloat16) == 2);
+  CHECK(DataTypeSize(DataType::kBfloat16) == 2);
+  CHECK(DataTypeSize(DataType::kUint32) == 4);
+  CHECK(DataTypeSize(DataType::kFloat64) == 8);
+  CHECK(std::string(DataTypeName(DataType::kFloat32)) == "float");
+  CHECK(std::string(DataTypeName(DataType::kFloat16)) == "half");
+  DataType t;
+  CHECK(ParseDataType("bfloat16", &t));
+  CHECK(t == DataType::kBfloat16);
+  CHECK(ParseDataType("float32", &t));
+  CHECK(t == DataType::kFloat32);
+  CHECK_FALSE(ParseDataType("complex", &t));
+  ReduceOp op;
+  CHECK(ParseReduceOp("avg", &op));
+  CHECK(op == ReduceOp::kAvg);
+  CHECK_FALSE(ParseReduceOp("xor", &op));
+  CHECK_FALSE(IsValidDataType(10));
+  CHECK_FALSE(IsValidReduceOp(-1));
+}
+
+TEST_CASE("integer settings from the environment are validated", "[core]") {
+  setenv("BRAID_TEST_INT", "1500", 1);
+  CHECK(IntFromEnvironment("BRAID_TEST_INT", 7).value() == 1500);
+  setenv("BRAID_TEST_INT", "15x", 1);
+  auto bad = IntFromEnvironment("BRAID_TEST_INT", 7);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "BRAID_TEST_INT='15x' is not a non-negative integer");
+  setenv("BRAID_TEST_INT", "-3", 1);
+  CHECK_FALSE(IntFromEnvironment("BRAID_TEST_INT", 7).ok());
+  unsetenv("BRAID_TEST_INT");
+  CHECK(IntFromEnvironment("BRAID_TEST_INT", 7).value() == 7);
+}
+
+TEST_CASE("deadlines", "[core]") {
+  CHECK_FALSE(Deadline::Never().Expired());
+  CHECK(Deadline::AfterMs(0).Expired());
+  CHECK(Deadline::AfterMs(60000).RemainingMs() > 50000);
+  CHECK(Deadline::Never().Min(10).RemainingMs() <= 10);
+}
+
+TEST_CASE("log lines carry host:pid:rank and honour BRAID_DEBUG", "[core][logging]") {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string pattern = std::string(dir ? dir : "/tmp") + "/braid-log-%p.txt";
+  std::string path = std::string(dir ? dir : "/tmp") + "/braid-log-" + std::to_string(getpid()) + ".txt";
+  setenv("BRAID_DEBUG_FILE", pattern.c_str(), 1);
+  setenv("BRAID_DEBUG", "INFO", 1);
+  ReloadLogSettings();
+  CHECK(LogEnabled(LogLevel::kInfo));
+  CHECK_FALSE(LogEnabled(LogLevel::kTrace));
+  BRAID_LOG(kInfo, 3) << "hello " << 42;
+  BRAID_LOG(kTrace, 3) << "not written";
+
+  setenv("BRAID_DEBUG", "WARN", 1);
+  ReloadLogSettings();
+  BRAID_LOG(kInfo, 3) << "suppressed";
+  BRAID_LOG(kWarn, -1) << "no rank yet";
+
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string text = ReadFile(path);
+  std::string prefix = std::string(host) + ":" + std::to_string(getpid()) + ":";
+  CHECK(text.find(prefix + "3 braid INFO hello 42") != std::string::npos);
+  CHECK(text.find(prefix + "- braid WARN no rank yet") != std::string::npos);
+  CHECK(text.find("not written") == std::string::npos);
+  CHECK(text.find("suppressed") == std::string::npos);
+  unsetenv("BRAID_DEBUG_FILE");
+  unsetenv("BRAID_DEBUG");
+  ReloadLogSettings();
+}
+
+}  // namespace braid
