@@ -8,6 +8,7 @@ namespace {
 class AllReduce : public Collective {
  public:
   const char* Name() const override { return "all_reduce_perf"; }
+  const char* CallName() const override { return "braidAllReduce"; }
   bool Reduces() const override { return true; }
 
   CollSizes Sizes(size_t count, int /*nranks*/) const override {

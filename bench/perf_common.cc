@@ -741,7 +741,7 @@ class Runner {
     char* send;
     char* recv;
     Pointers(s, type, in_place, &send, &recv);
-    Check(coll_.Run(send, recv, s, type, op, opt_.root, comm_), coll_.Name());
+    Check(coll_.Run(send, recv, s, type, op, opt_.root, comm_), coll_.CallName());
   }
 
   // Fills the send data (for in-place runs, inside recvbuff) over a poisoned recvbuff, and the

@@ -112,6 +112,8 @@ class Collective {
   virtual ~Collective() = default;
   // The program's name: "all_reduce_perf".
   virtual const char* Name() const = 0;
+  // The braid call Run makes, for error messages: "braidAllReduce".
+  virtual const char* CallName() const = 0;
   // Ops swept (-o) when the collective reduces; others print "none" in the redop column.
   virtual bool Reduces() const = 0;
   // Rooted collectives print -r's root in the root column; others print -1.

@@ -40,7 +40,6 @@ std::vector<DataType> AllTypes() {
   return types;
 }
 
-bool IsHalfLike(DataType t) { return t == DataType::kFloat16 || t == DataType::kBfloat16; }
 Format FormatOf(DataType t) { return t == DataType::kFloat16 ? kHalf : kBfloat16; }
 
 // ---- Scalar reference -------------------------------------------------------------------------
