@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -121,26 +122,46 @@ inline double ExpectedValue(braidDataType_t type, braidRedOp_t op, int size, siz
   return Load(type, slot, 0);
 }
 
+// Every input pattern above repeats with a period dividing 765 (= lcm of 3, 5, 9 and 17), so
+// inputs and expected values are computed for one period and replicated.
+constexpr size_t kInputPeriod = 765;
+
+// Fills `count` elements by repeating the first period.
+inline void Replicate(std::vector<char>& buffer, size_t elem, size_t count) {
+  const size_t period_bytes = kInputPeriod * elem;
+  for (size_t done = period_bytes; done < count * elem; done += period_bytes) {
+    std::memcpy(buffer.data() + done, buffer.data(), std::min(period_bytes, count * elem - done));
+  }
+}
+
+// count elements of rank's input, plus one guard byte.
 inline std::vector<char> MakeInput(braidDataType_t type, braidRedOp_t op, int rank, size_t count) {
-  std::vector<char> buffer(count * TypeSize(type) + 1);
-  for (size_t i = 0; i < count; ++i) Store(type, buffer.data(), i, static_cast<double>(InputValue(type, op, rank, i)));
+  const size_t elem = TypeSize(type);
+  std::vector<char> buffer(std::max(count, kInputPeriod) * elem + 1);
+  for (size_t i = 0; i < kInputPeriod; ++i) {
+    Store(type, buffer.data(), i, static_cast<double>(InputValue(type, op, rank, i)));
+  }
+  Replicate(buffer, elem, count);
+  buffer.resize(count * elem + 1);
+  buffer.back() = 0;
   return buffer;
 }
 
-// Every input pattern above repeats with a period dividing 765 (= lcm of 3, 5, 9 and 17), so
-// the expected values are computed once per period rather than once per element.
-constexpr size_t kInputPeriod = 765;
-
 // "" if element i of `result` equals ExpectedValue for every i < count, else the first mismatch.
+// Compares bytes first (the exact inputs never produce -0), then values to name the mismatch.
 inline std::string CheckReduced(braidDataType_t type, braidRedOp_t op, int size, const void* result,
                                 size_t count) {
-  std::vector<double> expected(kInputPeriod);
-  for (size_t i = 0; i < kInputPeriod; ++i) expected[i] = ExpectedValue(type, op, size, i);
+  const size_t elem = TypeSize(type);
+  std::vector<char> expected(std::max(count, kInputPeriod) * elem);
+  for (size_t i = 0; i < kInputPeriod; ++i) Store(type, expected.data(), i, ExpectedValue(type, op, size, i));
+  Replicate(expected, elem, count);
+  if (count == 0 || std::memcmp(expected.data(), result, count * elem) == 0) return "";
   for (size_t i = 0; i < count; ++i) {
+    double want = Load(type, expected.data(), i);
     double got = Load(type, result, i);
-    if (!(got == expected[i % kInputPeriod])) {
+    if (!(got == want)) {
       return "element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " +
-             std::to_string(expected[i % kInputPeriod]);
+             std::to_string(want);
     }
   }
   return "";
