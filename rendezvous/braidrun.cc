@@ -8,7 +8,8 @@
 // stderr lines are prefixed with its rank. The first rank to fail (non-zero exit or a signal)
 // stops the others: SIGTERM to each rank's process group, SIGKILL after a grace period; braidrun
 // returns that first failure's code (128+signal for a signal). SIGINT/SIGTERM sent to braidrun
-// are forwarded to the ranks.
+// are forwarded to the ranks. In a multi-node job every braidrun, once its ranks are done, waits
+// at an exit barrier in the store (keys "braidrun/exit/*") so node 0's store outlives them all.
 //
 // Why process groups: a rank is often a shell or a Python launcher with children of its own;
 // signalling the group reaches them all. Why posix_spawn: braidrun has a store server thread,
@@ -32,7 +33,9 @@
 #include <string>
 #include <vector>
 
+#include "core/deadline.h"
 #include "core/status.h"
+#include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 
 extern char** environ;
@@ -41,8 +44,9 @@ namespace braid::rendezvous {
 namespace {
 
 constexpr int kUsageExit = 2;
-constexpr int kGraceMs = 3000;  // SIGTERM → SIGKILL
-constexpr int kDrainMs = 2000;  // output still arriving after the last rank exited
+constexpr int kGraceMs = 3000;              // SIGTERM → SIGKILL
+constexpr int kDrainMs = 2000;              // output still arriving after the last rank exited
+constexpr int kExitBarrierMs = 300 * 1000;  // torchrun's default exit barrier timeout
 
 const char kUsage[] =
     "Usage: braidrun [options] [--] program [args...]\n"
@@ -61,7 +65,9 @@ const char kUsage[] =
     "Each rank gets MASTER_ADDR, MASTER_PORT, RANK (= K*N + local rank), WORLD_SIZE (= M*N),\n"
     "LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (= K), BRAID_SECRET and BRAID_STORE_HOSTED=1.\n"
     "Node 0 hosts the store. With M > 1 every node needs the same BRAID_SECRET in its\n"
-    "environment; with M = 1 braidrun generates one unless BRAID_SECRET is set.\n"
+    "environment; with M = 1 braidrun generates one unless BRAID_SECRET is set. With M > 1,\n"
+    "each braidrun waits (up to 300 s) after its ranks exit until every node's ranks are done,\n"
+    "so that node 0's store outlives them all.\n"
     "\n"
     "Exit status: 0 if every rank succeeded; otherwise the first failing rank's exit code\n"
     "(128+signal if it was killed by a signal); 2 for bad usage.\n";
@@ -243,9 +249,9 @@ std::string Describe(int status) {
 
 std::vector<std::string> ChildEnvironment(const Options& o, int port, const std::string& secret,
                                           int local_rank) {
-  static const char* kOurs[] = {"MASTER_ADDR",      "MASTER_PORT", "RANK",
-                                "WORLD_SIZE",       "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
-                                "GROUP_RANK",       "BRAID_SECRET", "BRAID_STORE_HOSTED"};
+  static const char* kOurs[] = {"MASTER_ADDR", "MASTER_PORT",  "RANK",
+                                "WORLD_SIZE",  "LOCAL_RANK",   "LOCAL_WORLD_SIZE",
+                                "GROUP_RANK",  "BRAID_SECRET", "BRAID_STORE_HOSTED"};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry = *e;
@@ -267,8 +273,8 @@ std::vector<std::string> ChildEnvironment(const Options& o, int port, const std:
 }
 
 // Starts one rank in its own process group. Returns the pid or -1 (message printed).
-pid_t SpawnRank(const Options& o, int port, const std::string& secret, int local_rank,
-                int out_fd, int err_fd) {
+pid_t SpawnRank(const Options& o, int port, const std::string& secret, int local_rank, int out_fd,
+                int err_fd) {
   std::vector<std::string> env_strings = ChildEnvironment(o, port, secret, local_rank);
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(&s[0]);
@@ -292,8 +298,8 @@ pid_t SpawnRank(const Options& o, int port, const std::string& secret, int local
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
   int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -309,6 +315,37 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// Multi-node jobs: node 0 must keep its store up until the ranks of every node are done, so each
+// node's braidrun, once its own ranks have exited, checks in and waits for all nodes (torchrun's
+// "exit barrier"). Waits in slices so that SIGINT/SIGTERM still end it.
+void ExitBarrier(const Options& o, int port, const std::string& secret, int sfd) {
+  Deadline deadline = Deadline::AfterMs(kExitBarrierMs);
+  auto client = TcpStoreClient::Connect(o.master_addr, port, secret, deadline.Min(30000));
+  if (!client.ok()) {
+    Say("exit barrier skipped: " + client.status().ToString());
+    return;
+  }
+  Result<int64_t> arrived = (*client)->Add("braidrun/exit/arrived", 1, deadline);
+  if (arrived.ok() && arrived.value() == o.nnodes) {
+    (void)(*client)->Set("braidrun/exit/done", "1", deadline);
+  }
+  while (!deadline.Expired()) {
+    Status s = (*client)->Wait({"braidrun/exit/done"}, deadline.Min(500));
+    if (s.ok()) return;
+    if (s.code() != Code::kTimeout) {
+      Say("exit barrier: " + s.ToString());
+      return;
+    }
+    pollfd pfd{sfd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0) {
+      Say("exit barrier interrupted by a signal");
+      return;
+    }
+  }
+  Say("exit barrier: not every node finished within " + std::to_string(kExitBarrierMs / 1000) +
+      " s; exiting anyway");
 }
 
 int Run(int argc, char** argv) {
@@ -484,7 +521,8 @@ int Run(int argc, char** argv) {
     if (kill_at >= 0 && NowMs() >= kill_at) {
       bool any = false;
       for (const Rank& r : ranks) any = any || r.running;
-      if (any) Say("ranks still running " + std::to_string(kGraceMs) + " ms after SIGTERM: SIGKILL");
+      if (any)
+        Say("ranks still running " + std::to_string(kGraceMs) + " ms after SIGTERM: SIGKILL");
       signal_all(SIGKILL);
       kill_at = -1;
     }
@@ -492,6 +530,7 @@ int Run(int argc, char** argv) {
   for (OutputStream& s : streams) {
     if (s.fd >= 0) ::close(s.fd);
   }
+  if (o.nnodes > 1 && interrupted_by == 0) ExitBarrier(o, port, secret, sfd);
   if (server) server->Stop();
   if (first_failure != 0) return first_failure;
   if (interrupted_by != 0) return 128 + interrupted_by;

@@ -214,20 +214,34 @@ std::string PrintableKeys(const std::vector<std::string>& keys) {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kHello: return "HELLO";
-    case Op::kSet: return "SET";
-    case Op::kGet: return "GET";
-    case Op::kAdd: return "ADD";
-    case Op::kCompareSet: return "COMPARE_SET";
-    case Op::kWait: return "WAIT";
-    case Op::kCheck: return "CHECK";
-    case Op::kDeleteKey: return "DELETE_KEY";
-    case Op::kNumKeys: return "NUM_KEYS";
-    case Op::kMultiGet: return "MULTI_GET";
-    case Op::kMultiSet: return "MULTI_SET";
-    case Op::kAppend: return "APPEND";
-    case Op::kListKeys: return "LIST_KEYS";
-    case Op::kBarrier: return "BARRIER";
+    case Op::kHello:
+      return "HELLO";
+    case Op::kSet:
+      return "SET";
+    case Op::kGet:
+      return "GET";
+    case Op::kAdd:
+      return "ADD";
+    case Op::kCompareSet:
+      return "COMPARE_SET";
+    case Op::kWait:
+      return "WAIT";
+    case Op::kCheck:
+      return "CHECK";
+    case Op::kDeleteKey:
+      return "DELETE_KEY";
+    case Op::kNumKeys:
+      return "NUM_KEYS";
+    case Op::kMultiGet:
+      return "MULTI_GET";
+    case Op::kMultiSet:
+      return "MULTI_SET";
+    case Op::kAppend:
+      return "APPEND";
+    case Op::kListKeys:
+      return "LIST_KEYS";
+    case Op::kBarrier:
+      return "BARRIER";
   }
   return "UNKNOWN";
 }
@@ -333,22 +347,42 @@ ParsedFrame ParseRequestFrame(const uint8_t* data, size_t size, const Limits& li
 size_t EncodedRequestBytes(const Request& q) {
   size_t n = 0;
   switch (q.op) {
-    case Op::kHello: n = 4 + q.secret.size(); break;
+    case Op::kHello:
+      n = 4 + q.secret.size();
+      break;
     case Op::kSet:
-    case Op::kAppend: n = 8 + q.keys[0].size() + q.values[0].size(); break;
-    case Op::kGet: n = 8 + 4 + q.keys[0].size(); break;
-    case Op::kAdd: n = 4 + q.keys[0].size() + 8; break;
+    case Op::kAppend:
+      n = 8 + q.keys[0].size() + q.values[0].size();
+      break;
+    case Op::kGet:
+      n = 8 + 4 + q.keys[0].size();
+      break;
+    case Op::kAdd:
+      n = 4 + q.keys[0].size() + 8;
+      break;
     case Op::kCompareSet:
       n = 12 + q.keys[0].size() + q.values[0].size() + q.values[1].size();
       break;
     case Op::kWait:
-    case Op::kMultiGet: n = 8 + ListBytes(q.keys); break;
-    case Op::kCheck: n = ListBytes(q.keys); break;
-    case Op::kDeleteKey: n = 4 + q.keys[0].size(); break;
+    case Op::kMultiGet:
+      n = 8 + ListBytes(q.keys);
+      break;
+    case Op::kCheck:
+      n = ListBytes(q.keys);
+      break;
+    case Op::kDeleteKey:
+      n = 4 + q.keys[0].size();
+      break;
     case Op::kNumKeys:
-    case Op::kListKeys: n = 0; break;
-    case Op::kMultiSet: n = ListBytes(q.keys) + ListBytes(q.values) - 4; break;
-    case Op::kBarrier: n = 8 + 4 + q.keys[0].size() + 8; break;
+    case Op::kListKeys:
+      n = 0;
+      break;
+    case Op::kMultiSet:
+      n = ListBytes(q.keys) + ListBytes(q.values) - 4;
+      break;
+    case Op::kBarrier:
+      n = 8 + 4 + q.keys[0].size() + 8;
+      break;
   }
   return kHeaderBytes + n;
 }
@@ -356,7 +390,9 @@ size_t EncodedRequestBytes(const Request& q) {
 std::string EncodeRequest(const Request& q) {
   std::string body;
   switch (q.op) {
-    case Op::kHello: PutBytes(&body, q.secret); break;
+    case Op::kHello:
+      PutBytes(&body, q.secret);
+      break;
     case Op::kSet:
     case Op::kAppend:
       PutBytes(&body, q.keys.at(0));
@@ -380,10 +416,15 @@ std::string EncodeRequest(const Request& q) {
       PutI64(&body, q.timeout_ms);
       PutList(&body, q.keys);
       break;
-    case Op::kCheck: PutList(&body, q.keys); break;
-    case Op::kDeleteKey: PutBytes(&body, q.keys.at(0)); break;
+    case Op::kCheck:
+      PutList(&body, q.keys);
+      break;
+    case Op::kDeleteKey:
+      PutBytes(&body, q.keys.at(0));
+      break;
     case Op::kNumKeys:
-    case Op::kListKeys: break;
+    case Op::kListKeys:
+      break;
     case Op::kMultiSet:
       PutU32(&body, static_cast<uint32_t>(q.keys.size()));
       for (size_t i = 0; i < q.keys.size(); ++i) {
@@ -411,15 +452,24 @@ Result<std::string> EncodeResponse(Op op, uint32_t request_id, const Response& r
   } else {
     switch (op) {
       case Op::kGet:
-      case Op::kCompareSet: body_bytes += 4 + response.values.at(0).size(); break;
+      case Op::kCompareSet:
+        body_bytes += 4 + response.values.at(0).size();
+        break;
       case Op::kAdd:
       case Op::kNumKeys:
-      case Op::kHello: body_bytes += 8; break;
+      case Op::kHello:
+        body_bytes += 8;
+        break;
       case Op::kCheck:
-      case Op::kDeleteKey: body_bytes += 1; break;
+      case Op::kDeleteKey:
+        body_bytes += 1;
+        break;
       case Op::kMultiGet:
-      case Op::kListKeys: body_bytes += ListBytes(response.values); break;
-      default: break;
+      case Op::kListKeys:
+        body_bytes += ListBytes(response.values);
+        break;
+      default:
+        break;
     }
   }
   if (body_bytes > kMaxResponseBodyBytes) {
@@ -438,15 +488,24 @@ Result<std::string> EncodeResponse(Op op, uint32_t request_id, const Response& r
   }
   switch (op) {
     case Op::kGet:
-    case Op::kCompareSet: PutBytes(&frame, response.values.at(0)); break;
+    case Op::kCompareSet:
+      PutBytes(&frame, response.values.at(0));
+      break;
     case Op::kAdd:
     case Op::kNumKeys:
-    case Op::kHello: PutI64(&frame, response.number); break;
+    case Op::kHello:
+      PutI64(&frame, response.number);
+      break;
     case Op::kCheck:
-    case Op::kDeleteKey: PutU8(&frame, response.number != 0 ? 1 : 0); break;
+    case Op::kDeleteKey:
+      PutU8(&frame, response.number != 0 ? 1 : 0);
+      break;
     case Op::kMultiGet:
-    case Op::kListKeys: PutList(&frame, response.values); break;
-    default: break;
+    case Op::kListKeys:
+      PutList(&frame, response.values);
+      break;
+    default:
+      break;
   }
   return frame;
 }
@@ -496,7 +555,8 @@ Result<Response> DecodeResponse(Op op, const uint8_t* body, size_t size) {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   if (s.ok() && r.left() != 0) {

@@ -63,8 +63,8 @@ int ConnectOnce(const std::string& host, int port, Deadline deadline, std::strin
   }
   int fd = -1;
   for (addrinfo* ai = list; ai != nullptr && fd < 0; ai = ai->ai_next) {
-    int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                     ai->ai_protocol);
+    int s =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (s < 0) {
       *error = "socket: " + ErrnoText(errno);
       continue;
@@ -124,13 +124,11 @@ TcpStoreClient::~TcpStoreClient() {
   CloseLocked();
 }
 
-Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host,
-                                                                int port,
+Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host, int port,
                                                                 const std::string& secret,
                                                                 Deadline deadline) {
   if (port <= 0 || port > 65535) {
-    return Status::InvalidArgument("store port " + std::to_string(port) +
-                                   " is outside [1, 65535]");
+    return Status::InvalidArgument("store port " + std::to_string(port) + " is outside [1, 65535]");
   }
   if (host.empty()) return Status::InvalidArgument("store host is empty");
   if (secret.size() > 4096) {
@@ -160,8 +158,8 @@ Status TcpStoreClient::OpenLocked(Deadline deadline, bool retry_until_deadline) 
       return Status::SystemError("cannot reach store at " + address_ + ": " + error);
     }
     if (deadline.Expired()) {
-      return Status::Timeout("no store answered at " + address_ + " before the deadline (" +
-                             error + ")");
+      return Status::Timeout("no store answered at " + address_ + " before the deadline (" + error +
+                             ")");
     }
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min(backoff_ms, deadline.RemainingMs())));
@@ -180,8 +178,8 @@ Status TcpStoreClient::OpenLocked(Deadline deadline, bool retry_until_deadline) 
   if (s.ok()) {
     check = p::ParseHeader(header, sizeof(header), 4096, true);
     if (check.error != p::HeaderError::kNone) {
-      s = Status::InvalidUsage("store at " + address_ + " does not speak this store protocol: " +
-                               check.message);
+      s = Status::InvalidUsage("store at " + address_ +
+                               " does not speak this store protocol: " + check.message);
     } else if (check.header.kind != (static_cast<uint16_t>(p::Op::kHello) | p::kResponseFlag)) {
       s = Status::InvalidUsage("store at " + address_ + " answered HELLO with another kind");
     }
@@ -192,8 +190,8 @@ Status TcpStoreClient::OpenLocked(Deadline deadline, bool retry_until_deadline) 
     s = RecvAllLocked(reinterpret_cast<uint8_t*>(&body[0]), body.size(), deadline, what);
   }
   if (s.ok()) {
-    Result<p::Response> reply =
-        p::DecodeResponse(p::Op::kHello, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    Result<p::Response> reply = p::DecodeResponse(
+        p::Op::kHello, reinterpret_cast<const uint8_t*>(body.data()), body.size());
     if (!reply.ok()) {
       s = reply.status().WithContext("store at " + address_);
     } else if (reply->code != Code::kOk) {
@@ -239,8 +237,7 @@ Status TcpStoreClient::RecvAllLocked(uint8_t* data, size_t size, Deadline deadli
       continue;
     }
     if (n == 0) {
-      return Status::SystemError("store at " + address_ + " closed the connection during " +
-                                 what);
+      return Status::SystemError("store at " + address_ + " closed the connection during " + what);
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -288,8 +285,7 @@ Result<p::Response> TcpStoreClient::Call(p::Request request, Deadline deadline) 
   }
   if (request.keys.size() > limits.max_keys) {
     return Status::InvalidArgument(what + ": " + std::to_string(request.keys.size()) +
-                                   " keys exceed the limit of " +
-                                   std::to_string(limits.max_keys));
+                                   " keys exceed the limit of " + std::to_string(limits.max_keys));
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -450,8 +446,7 @@ Status TcpStoreClient::MultiSet(const std::vector<std::string>& keys,
   return Call(std::move(q), deadline).status();
 }
 
-Status TcpStoreClient::Append(const std::string& key, const std::string& value,
-                              Deadline deadline) {
+Status TcpStoreClient::Append(const std::string& key, const std::string& value, Deadline deadline) {
   p::Request q;
   q.op = p::Op::kAppend;
   q.keys = {key};

@@ -125,11 +125,18 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queues a reply. Safe to call after Close (it is dropped).
   void Reply(p::Op op, uint32_t request_id, const p::Response& response) {
     if (closed_) return;
-    Result<std::string> frame = p::EncodeResponse(op, request_id, response);
-    if (!frame.ok()) frame = p::EncodeResponse(op, request_id, Error(Code::kInvalidArgument,
-                                                                     frame.status().message()));
-    if (!frame.ok()) return;
-    out_.push_back(std::move(frame).value());
+    try {
+      Result<std::string> frame = p::EncodeResponse(op, request_id, response);
+      if (!frame.ok()) {
+        frame = p::EncodeResponse(op, request_id,
+                                  Error(Code::kInvalidArgument, frame.status().message()));
+      }
+      if (!frame.ok()) return;
+      out_.push_back(std::move(frame).value());
+    } catch (const std::exception& e) {  // bad_alloc building a large reply: only this client
+      Close(std::string("cannot build a reply: ") + e.what(), true);
+      return;
+    }
     if (!writing_) DoWrite();
   }
 
@@ -191,8 +198,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     if (ec) {
       if (n == 0 && ec == asio::error::eof) {
-        Close(parked_waiter_ ? "client left while its request was parked" : "end of stream",
-              false);
+        Close(parked_waiter_ ? "client left while its request was parked" : "end of stream", false);
       } else {
         Close("connection lost " + std::string(n ? "mid-frame" : "between frames") + " (" +
                   ec.message() + ")",
@@ -204,7 +210,8 @@ class Session : public std::enable_shared_from_this<Session> {
         p::ParseHeader(header_, sizeof(header_), core_->limits.max_request_body_bytes(), false);
     header_info_ = check.header;
     switch (check.error) {
-      case p::HeaderError::kNone: break;
+      case p::HeaderError::kNone:
+        break;
       case p::HeaderError::kBadMagic:
         Close(check.message, true);  // not our protocol: nothing it could parse in reply
         return;
@@ -214,8 +221,8 @@ class Session : public std::enable_shared_from_this<Session> {
         // Reply in this build's format so the peer can print why, then close.
         uint16_t kind = check.header.kind & static_cast<uint16_t>(~p::kResponseFlag);
         p::Op op = p::IsKnownOp(kind) ? static_cast<p::Op>(kind) : p::Op::kHello;
-        Code code = check.error == p::HeaderError::kTooLong ? Code::kInvalidArgument
-                                                             : Code::kInvalidUsage;
+        Code code =
+            check.error == p::HeaderError::kTooLong ? Code::kInvalidArgument : Code::kInvalidUsage;
         ReplyAndClose(op, check.header.request_id, Error(code, check.message), check.message);
         return;
       }
@@ -260,9 +267,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnBody() {
-    Result<p::Request> decoded =
-        p::DecodeRequest(header_info_, reinterpret_cast<const uint8_t*>(body_.data()),
-                         body_.size(), core_->limits);
+    Result<p::Request> decoded = p::DecodeRequest(
+        header_info_, reinterpret_cast<const uint8_t*>(body_.data()), body_.size(), core_->limits);
     std::string().swap(body_);
     p::Op op = static_cast<p::Op>(header_info_.kind);
     if (!decoded.ok()) {
@@ -429,7 +435,12 @@ void ServerCore::Notify(const std::string& key) {
   for (uint64_t id : ids) {
     auto w = waiters.find(id);
     if (w == waiters.end() || !AllPresent(w->second->request.keys)) continue;
-    Answer(id, Fetch(w->second->request));
+    try {
+      Answer(id, Fetch(w->second->request));
+    } catch (const std::exception& e) {  // copying values failed: fail that waiter, not the setter
+      std::unique_ptr<Waiter> failed = Unlink(id);
+      if (failed) failed->session->Close(std::string("cannot answer: ") + e.what(), true);
+    }
   }
 }
 
@@ -467,8 +478,8 @@ void ServerCore::Answer(uint64_t id, const p::Response& response) {
 
 void ServerCore::ArmTimer(Waiter* w) {
   if (w->request.timeout_ms == p::kNoTimeout) return;
-  w->timer = std::make_unique<asio::steady_timer>(
-      io, std::chrono::milliseconds(w->request.timeout_ms));
+  w->timer =
+      std::make_unique<asio::steady_timer>(io, std::chrono::milliseconds(w->request.timeout_ms));
   uint64_t id = w->id;
   w->timer->async_wait([this, id](const asio::error_code& ec) {
     if (ec == asio::error::operation_aborted || shutting_down) return;
@@ -515,9 +526,9 @@ void ServerCore::Barrier(const std::shared_ptr<Session>& session, p::Request req
   if (it != barriers.end() && it->second.n != request.number) {
     session->Reply(request.op, request.request_id,
                    Error(Code::kInvalidUsage,
-                         "barrier " + p::PrintableKey(key) + " called with n=" +
-                             std::to_string(request.number) + " but earlier arrivals use n=" +
-                             std::to_string(it->second.n)));
+                         "barrier " + p::PrintableKey(key) +
+                             " called with n=" + std::to_string(request.number) +
+                             " but earlier arrivals use n=" + std::to_string(it->second.n)));
     return;
   }
   if (request.number == 1) {
@@ -575,7 +586,8 @@ void ServerCore::Handle(const std::shared_ptr<Session>& session, p::Request q) {
       }
       int64_t sum = 0;
       if (__builtin_add_overflow(current, q.number, &sum)) {
-        reply(Error(Code::kInvalidArgument, "ADD on key " + p::PrintableKey(q.keys[0]) + " overflows"));
+        reply(Error(Code::kInvalidArgument,
+                    "ADD on key " + p::PrintableKey(q.keys[0]) + " overflows"));
         return;
       }
       Store(q.keys[0], std::to_string(sum));
@@ -682,8 +694,8 @@ Status Listen(ServerCore* core, const tcp::endpoint& endpoint, bool dual_stack,
 }  // namespace
 
 Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& bind_host,
-                                                               int port,
-                                                               StoreServerOptions options) {
+                                                              int port,
+                                                              StoreServerOptions options) {
   if (port < 0 || port > 65535) {
     return Status::InvalidArgument("store server port " + std::to_string(port) +
                                    " is outside [0, 65535]");
@@ -696,8 +708,8 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
   }
   auto core = std::make_unique<ServerCore>(std::move(options));
   const uint16_t want = static_cast<uint16_t>(port);
-  const std::string what = (bind_host.empty() ? std::string("*") : bind_host) + ":" +
-                           std::to_string(port);
+  const std::string what =
+      (bind_host.empty() ? std::string("*") : bind_host) + ":" + std::to_string(port);
   if (bind_host.empty()) {
     // One dual-stack socket serves IPv6 and IPv4 (as ::ffff:a.b.c.d); where IPv6 is absent or
     // disabled, fall back to IPv4 only.
@@ -725,8 +737,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
   if (ec) return Status::SystemError("store server: local_endpoint: " + ec.message());
   for (auto& acceptor : core->acceptors) core->Accept(acceptor.get());
   BRAID_LOG(kInfo, core->options.rank_for_logs)
-      << "store server listening on " << (bind_host.empty() ? "*" : bind_host) << ":"
-      << core->port;
+      << "store server listening on " << (bind_host.empty() ? "*" : bind_host) << ":" << core->port;
   int bound = core->port;
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(core), bound));
 }

@@ -49,7 +49,7 @@ class TcpStoreServer {
   // ephemeral port; see port()). Serves from a background thread until Stop() or destruction.
   // Fails with kSystemError naming host:port if it cannot listen, kInvalidArgument on bad input.
   static Result<std::unique_ptr<TcpStoreServer>> Start(const std::string& bind_host, int port,
-                                                      StoreServerOptions options);
+                                                       StoreServerOptions options);
 
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

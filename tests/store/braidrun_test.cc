@@ -1,7 +1,5 @@
 // braidrun end to end: environment, output prefixes, exit codes, stopping the job when a rank
 // fails, signal forwarding, a two-"node" job on loopback, and usage errors.
-#include <catch2/catch.hpp>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -66,8 +65,8 @@ struct Outcome {
 Process Start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   static int counter = 0;
   Process p;
-  std::string base = TempDir() + "/braidrun_" + std::to_string(getpid()) + "_" +
-                     std::to_string(counter++);
+  std::string base =
+      TempDir() + "/braidrun_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   p.out_path = base + ".out";
   p.err_path = base + ".err";
   std::vector<std::string> argv_s = {kBraidrun};
@@ -84,8 +83,10 @@ Process Start(const std::vector<std::string>& args, const std::vector<std::strin
   envp.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   if (posix_spawn(&p.pid, kBraidrun, &actions, nullptr, argv.data(), envp.data()) != 0) p.pid = -1;
   posix_spawn_file_actions_destroy(&actions);
   return p;
@@ -98,7 +99,8 @@ Outcome Wait(const Process& p, int timeout_ms = 20000) {
   for (;;) {
     pid_t done = waitpid(p.pid, &status, WNOHANG);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - start).count();
+                  std::chrono::steady_clock::now() - start)
+                  .count();
     if (done == p.pid) {
       o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       break;
@@ -111,7 +113,8 @@ Outcome Wait(const Process& p, int timeout_ms = 20000) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   o.ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               start).count();
+                                                               start)
+             .count();
   o.out = ReadFile(p.out_path);
   o.err = ReadFile(p.err_path);
   return o;
@@ -207,8 +210,8 @@ TEST_CASE("the first failing rank's code is returned", "[braidrun]") {
 }
 
 TEST_CASE("a failing rank stops ranks that would run forever", "[braidrun]") {
-  Outcome o = Run({"-n", "3", "sh", "-c",
-                   "if [ $RANK = 2 ]; then sleep 0.3; exit 5; fi; sleep 1000"});
+  Outcome o =
+      Run({"-n", "3", "sh", "-c", "if [ $RANK = 2 ]; then sleep 0.3; exit 5; fi; sleep 1000"});
   CHECK(o.code == 5);
   CHECK(o.ms < 3000);  // SIGTERM is enough for sleep
 
@@ -222,8 +225,8 @@ TEST_CASE("a failing rank stops ranks that would run forever", "[braidrun]") {
 }
 
 TEST_CASE("SIGTERM to braidrun is forwarded to the ranks", "[braidrun]") {
-  Process p = Start({"-n", "2", "sh", "-c",
-                     "trap 'echo got TERM; exit 7' TERM; echo ready; sleep 1000 & wait"});
+  Process p = Start(
+      {"-n", "2", "sh", "-c", "trap 'echo got TERM; exit 7' TERM; echo ready; sleep 1000 & wait"});
   REQUIRE(p.pid > 0);
   REQUIRE(WaitForText(p.out_path, "ready", 2, 10000));
   kill(p.pid, SIGTERM);
@@ -238,10 +241,11 @@ TEST_CASE("two nodes on loopback form one job", "[braidrun]") {
   int port = FreePort();
   std::vector<std::string> env = {"BRAID_SECRET=shared-test-secret"};
   std::string p = std::to_string(port);
-  Process node0 = Start({"--nnodes", "2", "--node-rank", "0", "--master-port", p, "-n", "2",
-                         kChild}, env);
+  Process node0 =
+      Start({"--nnodes", "2", "--node-rank", "0", "--master-port", p, "-n", "2", kChild}, env);
   Process node1 = Start({"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1",
-                         "--master-port=" + p, "--nproc_per_node=2", kChild}, env);
+                         "--master-port=" + p, "--nproc_per_node=2", kChild},
+                        env);
   Outcome o1 = Wait(node1);
   Outcome o0 = Wait(node0);
   INFO(o0.err << o1.err);

@@ -1,13 +1,12 @@
 // The pure frame parser: round trips for every op, and rejection (never a crash) of truncated,
 // oversized, trailing and random input.
-#include <catch2/catch.hpp>
+#include "rendezvous/store_protocol.h"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "rendezvous/store_protocol.h"
 
 namespace braid::rendezvous::protocol {
 namespace {
@@ -19,27 +18,56 @@ Request Make(Op op) {
   q.op = op;
   q.request_id = 77;
   switch (op) {
-    case Op::kHello: q.secret = "s3cret"; break;
+    case Op::kHello:
+      q.secret = "s3cret";
+      break;
     case Op::kSet:
-    case Op::kAppend: q.keys = {"k"}; q.values = {std::string("v\0w", 3)}; break;
-    case Op::kGet: q.keys = {"k"}; q.timeout_ms = 1234; break;
-    case Op::kAdd: q.keys = {"k"}; q.number = -5; break;
-    case Op::kCompareSet: q.keys = {"k"}; q.values = {"", "new"}; break;
+    case Op::kAppend:
+      q.keys = {"k"};
+      q.values = {std::string("v\0w", 3)};
+      break;
+    case Op::kGet:
+      q.keys = {"k"};
+      q.timeout_ms = 1234;
+      break;
+    case Op::kAdd:
+      q.keys = {"k"};
+      q.number = -5;
+      break;
+    case Op::kCompareSet:
+      q.keys = {"k"};
+      q.values = {"", "new"};
+      break;
     case Op::kWait:
-    case Op::kMultiGet: q.keys = {"a", "", "c"}; q.timeout_ms = kNoTimeout; break;
-    case Op::kCheck: q.keys = {"a", "b"}; break;
-    case Op::kDeleteKey: q.keys = {"gone"}; break;
+    case Op::kMultiGet:
+      q.keys = {"a", "", "c"};
+      q.timeout_ms = kNoTimeout;
+      break;
+    case Op::kCheck:
+      q.keys = {"a", "b"};
+      break;
+    case Op::kDeleteKey:
+      q.keys = {"gone"};
+      break;
     case Op::kNumKeys:
-    case Op::kListKeys: break;
-    case Op::kMultiSet: q.keys = {"a", "b"}; q.values = {"1", ""}; break;
-    case Op::kBarrier: q.keys = {"bar"}; q.number = 4; q.timeout_ms = 0; break;
+    case Op::kListKeys:
+      break;
+    case Op::kMultiSet:
+      q.keys = {"a", "b"};
+      q.values = {"1", ""};
+      break;
+    case Op::kBarrier:
+      q.keys = {"bar"};
+      q.number = 4;
+      q.timeout_ms = 0;
+      break;
   }
   return q;
 }
 
-const Op kAllOps[] = {Op::kHello,   Op::kSet,      Op::kGet,       Op::kAdd,      Op::kCompareSet,
-                      Op::kWait,    Op::kCheck,    Op::kDeleteKey, Op::kNumKeys,  Op::kMultiGet,
-                      Op::kMultiSet, Op::kAppend,  Op::kListKeys,  Op::kBarrier};
+const Op kAllOps[] = {Op::kHello,    Op::kSet,    Op::kGet,       Op::kAdd,     Op::kCompareSet,
+                      Op::kWait,     Op::kCheck,  Op::kDeleteKey, Op::kNumKeys, Op::kMultiGet,
+                      Op::kMultiSet, Op::kAppend, Op::kListKeys,  Op::kBarrier};
 
 TEST_CASE("every request round-trips through the frame parser", "[store][protocol]") {
   Limits limits;
@@ -63,7 +91,8 @@ TEST_CASE("every request round-trips through the frame parser", "[store][protoco
     // Every strict prefix is "need more"; a frame followed by more bytes parses just the frame.
     for (size_t cut = 0; cut < frame.size(); ++cut) {
       ParsedFrame partial = ParseRequestFrame(Bytes(frame), cut, limits);
-      if (partial.state != ParsedFrame::State::kNeedMore) FAIL("prefix " << cut << " not kNeedMore");
+      if (partial.state != ParsedFrame::State::kNeedMore)
+        FAIL("prefix " << cut << " not kNeedMore");
     }
     std::string two = frame + frame;
     CHECK(ParseRequestFrame(Bytes(two), two.size(), limits).consumed == frame.size());
@@ -86,20 +115,27 @@ TEST_CASE("responses round-trip", "[store][protocol]") {
     CHECK(check.header.kind == (static_cast<uint16_t>(op) | kResponseFlag));
     CHECK(check.header.request_id == 9);
     REQUIRE(check.header.body_bytes == frame->size() - kHeaderBytes);
-    Result<Response> back = DecodeResponse(op, Bytes(*frame) + kHeaderBytes, check.header.body_bytes);
+    Result<Response> back =
+        DecodeResponse(op, Bytes(*frame) + kHeaderBytes, check.header.body_bytes);
     REQUIRE(back.ok());
     CHECK(back->code == Code::kOk);
     switch (op) {
       case Op::kGet:
       case Op::kCompareSet:
       case Op::kMultiGet:
-      case Op::kListKeys: CHECK(back->values == r.values); break;
+      case Op::kListKeys:
+        CHECK(back->values == r.values);
+        break;
       case Op::kAdd:
       case Op::kNumKeys:
       case Op::kHello:
       case Op::kCheck:
-      case Op::kDeleteKey: CHECK(back->number == r.number); break;
-      default: CHECK(back->values.empty()); break;
+      case Op::kDeleteKey:
+        CHECK(back->number == r.number);
+        break;
+      default:
+        CHECK(back->values.empty());
+        break;
     }
     // An error reply carries code and message only.
     Response err;
@@ -128,7 +164,9 @@ std::string Header(uint32_t magic, uint16_t version, uint16_t kind, uint32_t id,
 
 TEST_CASE("bad headers are rejected with a reason", "[store][protocol]") {
   Limits limits;
-  auto check = [&](const std::string& h) { return ParseHeader(Bytes(h), h.size(), limits.max_request_body_bytes(), false); };
+  auto check = [&](const std::string& h) {
+    return ParseHeader(Bytes(h), h.size(), limits.max_request_body_bytes(), false);
+  };
   HeaderCheck c = check(Header(0xdeadbeef, kVersion, 2, 1, 0));
   CHECK(c.error == HeaderError::kBadMagic);
   CHECK_THAT(c.message, Catch::Contains("magic"));
@@ -148,7 +186,8 @@ TEST_CASE("bad headers are rejected with a reason", "[store][protocol]") {
   CHECK(c.error == HeaderError::kNone);
   // The whole-frame parser reports the header error without waiting for the body.
   std::string absurd = Header(kMagic, kVersion, 2, 1, 0xffffffffu);
-  CHECK(ParseRequestFrame(Bytes(absurd), absurd.size(), limits).state == ParsedFrame::State::kError);
+  CHECK(ParseRequestFrame(Bytes(absurd), absurd.size(), limits).state ==
+        ParsedFrame::State::kError);
 }
 
 TEST_CASE("bodies with bad lengths, counts or trailing bytes are rejected", "[store][protocol]") {
@@ -166,7 +205,8 @@ TEST_CASE("bodies with bad lengths, counts or trailing bytes are rejected", "[st
                        static_cast<char>(v >> 8), static_cast<char>(v)};
   };
   auto i64 = [&](int64_t v) {
-    return u32(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32)) + u32(static_cast<uint32_t>(v));
+    return u32(static_cast<uint32_t>(static_cast<uint64_t>(v) >> 32)) +
+           u32(static_cast<uint32_t>(v));
   };
   using S = ParsedFrame::State;
   // SET: key length larger than the body.
@@ -206,11 +246,19 @@ TEST_CASE("random and mutated input never crashes the parser", "[store][protocol
     int mutations = 1 + static_cast<int>(rng() % 4);
     for (int m = 0; m < mutations; ++m) {
       switch (rng() % 4) {
-        case 0: buf[rng() % buf.size()] = static_cast<char>(rng()); break;
-        case 1: buf.resize(rng() % (buf.size() + 1)); if (buf.empty()) buf = "x"; break;
-        case 2: buf.insert(buf.begin() + static_cast<long>(rng() % buf.size()), static_cast<char>(rng())); break;
+        case 0:
+          buf[rng() % buf.size()] = static_cast<char>(rng());
+          break;
+        case 1:
+          buf.resize(rng() % (buf.size() + 1));
+          if (buf.empty()) buf = "x";
+          break;
+        case 2:
+          buf.insert(buf.begin() + static_cast<long>(rng() % buf.size()), static_cast<char>(rng()));
+          break;
         case 3:  // the body length field
-          if (buf.size() >= kHeaderBytes) buf[12 + rng() % 4] ^= static_cast<char>(1u << (rng() % 8));
+          if (buf.size() >= kHeaderBytes)
+            buf[12 + rng() % 4] ^= static_cast<char>(1u << (rng() % 8));
           break;
       }
     }

@@ -3,12 +3,11 @@
 // offending connection suffers and everyone else is served.
 //
 // Catch2 v2 is not thread-safe: worker threads only record results; the main thread asserts.
-#include <catch2/catch.hpp>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,7 +80,8 @@ TEST_CASE("half a frame, then gone: nobody else notices", "[store][robustness]")
   CHECK(StillServes(server->port()));
 }
 
-TEST_CASE("a client that dies while parked in a get leaves no waiter behind", "[store][robustness]") {
+TEST_CASE("a client that dies while parked in a get leaves no waiter behind",
+          "[store][robustness]") {
   auto server = StartServer();
   REQUIRE(server);
   auto bystander = Client(server->port());
@@ -151,11 +151,13 @@ TEST_CASE("malformed frames close only that connection, with a reason", "[store]
       {"key longer than body", true, Header(p::kMagic, p::kVersion, 2, 8) + U32(100) + "abcd",
        "SET"},
       {"op before HELLO", false, p::EncodeRequest(GetRequest("k", 0)), "before HELLO"},
-      {"second HELLO", true, [] {
+      {"second HELLO", true,
+       [] {
          p::Request hello;
          hello.op = p::Op::kHello;
          return p::EncodeRequest(hello);
-       }(), "second HELLO"},
+       }(),
+       "second HELLO"},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -211,8 +213,8 @@ TEST_CASE("pipelined immediate requests are answered in order", "[store][robustn
       problems.push_back("no reply " + std::to_string(i));
       break;
     }
-    auto reply = p::DecodeResponse(p::Op::kAdd, reinterpret_cast<const uint8_t*>(body.data()),
-                                   body.size());
+    auto reply =
+        p::DecodeResponse(p::Op::kAdd, reinterpret_cast<const uint8_t*>(body.data()), body.size());
     if (header.request_id != 100 + i || !reply.ok() || reply->number != i + 1) {
       problems.push_back("reply " + std::to_string(i) + " out of order");
     }
@@ -327,7 +329,8 @@ class SilentServer {
   std::thread thread_;
 };
 
-TEST_CASE("a silent server: every call ends at its deadline and reconnects", "[store][robustness]") {
+TEST_CASE("a silent server: every call ends at its deadline and reconnects",
+          "[store][robustness]") {
   SilentServer silent;
   auto store = TcpStoreClient::Connect("127.0.0.1", silent.port(), "", Soon());
   REQUIRE(store.ok());

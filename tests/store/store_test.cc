@@ -2,10 +2,9 @@
 // expectation, blocking and timeouts, many concurrent clients, connection management.
 //
 // Catch2 v2 is not thread-safe: worker threads only record results; the main thread asserts.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <map>
 #include <random>
 #include <set>
@@ -240,7 +239,8 @@ TEST_CASE("timeouts return kTimeout naming the keys", "[store]") {
   int64_t took = MsSince(start);
   CHECK(get.status().code() == Code::kTimeout);
   CHECK_THAT(get.status().message(), Catch::Contains("missing-key"));
-  CHECK_THAT(get.status().message(), Catch::Contains("127.0.0.1:" + std::to_string(server->port())));
+  CHECK_THAT(get.status().message(),
+             Catch::Contains("127.0.0.1:" + std::to_string(server->port())));
   CHECK(took >= 200);
   CHECK(took < 2000);
 
@@ -248,7 +248,8 @@ TEST_CASE("timeouts return kTimeout naming the keys", "[store]") {
   CHECK(wait.code() == Code::kTimeout);
   CHECK_THAT(wait.message(), Catch::Contains("missing ['absent-1', 'absent-2']"));
 
-  Result<std::vector<std::string>> multi = store->MultiGet({"present", "nope"}, Deadline::AfterMs(200));
+  Result<std::vector<std::string>> multi =
+      store->MultiGet({"present", "nope"}, Deadline::AfterMs(200));
   CHECK(multi.status().code() == Code::kTimeout);
   CHECK_THAT(multi.status().message(), Catch::Contains("'nope'"));
 
@@ -261,8 +262,8 @@ TEST_CASE("timeouts return kTimeout naming the keys", "[store]") {
   Status other;
   std::thread peer([&] {
     auto second = Client(server->port());
-    other = second ? second->Barrier("bar", 3, Deadline::AfterMs(400))
-                   : Status::Internal("no client");
+    other =
+        second ? second->Barrier("bar", 3, Deadline::AfterMs(400)) : Status::Internal("no client");
     other_done = true;
   });
   REQUIRE(Eventually([&] { return server->Stats().parked_waiters == 1; }));

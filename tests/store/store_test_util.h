@@ -138,9 +138,8 @@ class RawSocket {
     protocol::FrameHeader header;
     std::string body;
     if (!ReadFrame(5000, &header, &body)) return false;
-    auto reply = protocol::DecodeResponse(protocol::Op::kHello,
-                                          reinterpret_cast<const uint8_t*>(body.data()),
-                                          body.size());
+    auto reply = protocol::DecodeResponse(
+        protocol::Op::kHello, reinterpret_cast<const uint8_t*>(body.data()), body.size());
     return reply.ok() && reply->code == Code::kOk;
   }
   int fd() const { return fd_; }

@@ -198,8 +198,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
 
   void Refuse(const std::shared_ptr<PendingHandshake>& hs, const std::string& why) {
     if (handshakes.erase(hs) == 0) return;  // already finished
-    BRAID_LOG(kWarn, rank) << "rank " << rank << ": refused a tcp connection from " << hs->from
-                           << ": " << why;
+    BRAID_LOG(kWarn, rank) << "refused a tcp connection from " << hs->from << ": " << why;
     asio::error_code ignored;
     hs->timer.cancel();
     hs->socket.close(ignored);
@@ -239,7 +238,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
       auto it = stash.find(peer);
       if (it != stash.end()) {
         // The peer dialed again (its earlier Connect gave up): the newer socket is the live one.
-        BRAID_LOG(kWarn, rank) << "rank " << rank << ": rank " << peer
+        BRAID_LOG(kWarn, rank) << "rank " << peer
                                << " connected again before the first connection was used; "
                                   "keeping the newer one";
         asio::error_code ignored;
@@ -367,7 +366,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
       return abort_status;
     }
     session->Start();
-    BRAID_LOG(kInfo, rank) << "rank " << rank << ": tcp connection to rank " << peer << " is up";
+    BRAID_LOG(kInfo, rank) << "tcp connection to rank " << peer << " is up";
     return std::unique_ptr<Connection>(new TcpConnection(std::move(session)));
   }
 };
@@ -442,8 +441,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(const TransportContex
       }
     }
   });
-  BRAID_LOG(kInfo, rank) << "rank " << rank << ": tcp transport listening on "
-                         << state->local_address;
+  BRAID_LOG(kInfo, rank) << "tcp transport listening on " << state->local_address;
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(state)));
 }
 
@@ -562,7 +560,7 @@ void TcpTransport::Abort(const Status& reason) {
     }
   }
   for (const auto& session : sessions) session->Fail(status);
-  BRAID_LOG(kInfo, s.rank) << "rank " << s.rank << ": tcp transport aborted: " << status.message();
+  BRAID_LOG(kInfo, s.rank) << "tcp transport aborted: " << status.message();
 }
 
 }  // namespace braid::transport::tcp
