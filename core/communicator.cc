@@ -4,7 +4,6 @@
 #include <string>
 
 #include "algorithms/collective_context.h"
-#include "algorithms/ring_allreduce.h"
 #include "core/logging.h"
 #include "transport/registry.h"
 
@@ -24,6 +23,8 @@ transport::PeerInfo ToPeerInfo(int rank, const rendezvous::PeerRecord& record) {
 Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) {
   const Deadline deadline = Deadline::AfterMs(options.config.timeout_ms);
   const std::string who = "rank " + std::to_string(options.rank);
+  auto policy = algorithms::AlgorithmPolicy::Parse(options.config.algo);
+  if (!policy.ok()) return policy.status().WithContext(who);
 
   transport::TransportContext context;
   context.rank = options.rank;
@@ -43,7 +44,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   if (!peers.ok()) return peers.status();
 
   std::unique_ptr<Communicator> comm(
-      new Communicator(std::move(options), std::move(peers).value(), std::move(transports)));
+      new Communicator(std::move(options), std::move(peers).value(), std::move(transports),
+                       std::move(policy).value()));
   // Connect the ring neighbours now, so an unreachable peer fails init rather than the first
   // collective; other links are made when first needed.
   if (comm->size_ > 1) {
@@ -59,14 +61,16 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
 }
 
 Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
-                           std::vector<std::unique_ptr<transport::Transport>> transports)
+                           std::vector<std::unique_ptr<transport::Transport>> transports,
+                           algorithms::AlgorithmPolicy policy)
     : rank_(options.rank),
       size_(options.size),
       config_(std::move(options.config)),
       comm_id_(options.comm_id),
       store_(std::move(options.store)),
       peers_(std::move(peers)),
-      transports_(std::move(transports)) {}
+      transports_(std::move(transports)),
+      algorithm_policy_(std::move(policy)) {}
 
 Communicator::~Communicator() {
   std::lock_guard<std::mutex> lock(op_mutex_);
@@ -132,8 +136,7 @@ Status Communicator::Finalize() {
 }
 
 template <typename Body>
-Status Communicator::RunCollective(Body body) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
+Status Communicator::RunOperation(uint64_t sequence, Body body) {
   if (broken_.load()) {
     return AsyncError().WithContext("rank " + std::to_string(rank_) +
                                     ": communicator is unusable after an earlier error");
@@ -145,7 +148,7 @@ Status Communicator::RunCollective(Body body) {
   algorithms::CollectiveContext ctx;
   ctx.rank = rank_;
   ctx.size = size_;
-  ctx.sequence = next_sequence_++;
+  ctx.sequence = sequence;
   ctx.chunk_bytes = config_.chunk_bytes;
   ctx.deadline = Deadline::AfterMs(config_.timeout_ms);
   ctx.connection = [this, &ctx](int peer) { return GetConnection(peer, ctx.deadline); };
@@ -155,12 +158,76 @@ Status Communicator::RunCollective(Body body) {
   return status;
 }
 
-Status Communicator::AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                               ReduceOp op) {
-  return RunCollective([&](const algorithms::CollectiveContext& ctx) {
-    BRAID_LOG(kTrace, rank_) << "allreduce #" << ctx.sequence << " count " << count << " "
-                             << DataTypeName(type) << " " << ReduceOpName(op) << " algo ring";
-    return algorithms::RingAllReduce(ctx, sendbuf, recvbuf, count, type, op);
+Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  auto algorithm = algorithms::SelectAlgorithm(args, size_, algorithm_policy_, link_model_);
+  if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
+  const uint64_t sequence = next_sequence_++;
+  BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " #" << sequence << " count "
+                          << args.count << " " << DataTypeName(args.type) << " "
+                          << ReduceOpName(args.op) << " root " << args.root << " on " << size_
+                          << " ranks: algorithm " << algorithm.value()->name;
+  return RunOperation(sequence, [&](const algorithms::CollectiveContext& ctx) {
+    return algorithm.value()->run(ctx, args);
+  });
+}
+
+// Sends to this rank's own rank pair with its receives from itself, in order, by copying.
+Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) const {
+  std::vector<const PeerTransfer*> sends, receives;
+  for (const PeerTransfer& t : transfers) {
+    if (t.peer == rank_) (t.is_send ? sends : receives).push_back(&t);
+  }
+  if (sends.size() != receives.size()) {
+    return Status::InvalidUsage("rank " + std::to_string(rank_) + ": " + std::to_string(sends.size()) +
+                                " send(s) to itself but " + std::to_string(receives.size()) +
+                                " receive(s) from itself; self transfers must pair up inside one group");
+  }
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i]->bytes != receives[i]->bytes) {
+      return Status::InvalidUsage("rank " + std::to_string(rank_) + ": send to itself of " +
+                                  std::to_string(sends[i]->bytes) + " bytes meets a receive of " +
+                                  std::to_string(receives[i]->bytes) + " bytes");
+    }
+    if (sends[i]->bytes > 0 && receives[i]->recvbuf != sends[i]->sendbuf) {
+      std::memmove(receives[i]->recvbuf, sends[i]->sendbuf, sends[i]->bytes);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
+  std::lock_guard<std::mutex> lock(op_mutex_);
+  return RunOperation(0, [&](const algorithms::CollectiveContext& ctx) -> Status {
+    // Point-to-point tags: top bit set, then the per-pair message number.
+    constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;
+    std::vector<std::pair<transport::RequestPtr, const PeerTransfer*>> posted;
+    BRAID_RETURN_IF_ERROR(CopyToSelf(transfers));
+    // Receives first, so data that arrives early lands in place.
+    for (bool sends : {false, true}) {
+      for (const PeerTransfer& t : transfers) {
+        if (t.is_send != sends || t.peer == rank_) continue;
+        auto connection = ctx.connection(t.peer);
+        if (!connection.ok()) return connection.status();
+        if (t.is_send) {
+          uint64_t tag = kPointToPointTag | sends_to_[t.peer]++;
+          posted.emplace_back(connection.value()->PostSend(t.sendbuf, t.bytes, tag), &t);
+        } else {
+          uint64_t tag = kPointToPointTag | receives_from_[t.peer]++;
+          posted.emplace_back(connection.value()->PostRecv(t.recvbuf, t.bytes, tag), &t);
+        }
+      }
+    }
+    for (auto& [request, t] : posted) {
+      Status status = request->Wait(ctx.deadline);
+      if (!status.ok()) {
+        return status.WithContext("rank " + std::to_string(rank_) + ": " +
+                                  (t->is_send ? "send of " : "receive of ") +
+                                  std::to_string(t->bytes) + " bytes " +
+                                  (t->is_send ? "to" : "from") + " rank " + std::to_string(t->peer));
+      }
+    }
+    return Status::Ok();
   });
 }
 

@@ -20,6 +20,9 @@
 #include <mutex>
 #include <vector>
 
+#include "algorithms/algorithm.h"
+#include "algorithms/collective.h"
+#include "algorithms/selector.h"
 #include "core/config.h"
 #include "core/datatype.h"
 #include "core/deadline.h"
@@ -30,10 +33,6 @@
 #include "transport/transport.h"
 
 namespace braid {
-
-namespace algorithms {
-struct CollectiveContext;
-}
 
 class Communicator {
  public:
@@ -58,8 +57,22 @@ class Communicator {
   int size() const { return size_; }
   const Config& config() const { return config_; }
 
-  // recvbuf[i] = op over all ranks of sendbuf[i]; host buffers; returns when done.
-  Status AllReduce(const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+  // Runs one collective on host buffers (arguments already validated by the caller) with the
+  // algorithm the selector picks; returns when done.
+  Status RunCollective(const algorithms::CollectiveArgs& args);
+
+  // One send or receive of a point-to-point batch.
+  struct PeerTransfer {
+    bool is_send = true;
+    int peer = 0;
+    const void* sendbuf = nullptr;
+    void* recvbuf = nullptr;
+    size_t bytes = 0;
+  };
+  // Posts every transfer, then waits for all: matched sends and receives never deadlock whatever
+  // their order (a lone Send or Recv is a batch of one). Transfers between a pair match in order,
+  // and a receive must have the same size as its send.
+  Status RunPointToPoint(const std::vector<PeerTransfer>& transfers);
 
   // Completes outstanding work (host operations are already complete) and refuses new work.
   Status Finalize();
@@ -71,12 +84,15 @@ class Communicator {
 
  private:
   Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
-               std::vector<std::unique_ptr<transport::Transport>> transports);
+               std::vector<std::unique_ptr<transport::Transport>> transports,
+               algorithms::AlgorithmPolicy policy);
 
-  // Runs one collective: checks state, numbers it, builds its context, records a breaking error.
+  // Runs `body` as one operation: checks state, builds the context (deadline, connections,
+  // scratch), records a breaking error. `sequence` numbers the collective (tags carry it).
   template <typename Body>
-  Status RunCollective(Body body);
+  Status RunOperation(uint64_t sequence, Body body);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
+  Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   void* Scratch(size_t bytes);
   // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
   void Break(const Status& error);
@@ -89,12 +105,18 @@ class Communicator {
   const std::vector<rendezvous::PeerRecord> peers_;
   // Fixed after construction, so Abort() may walk it from any thread.
   const std::vector<std::unique_ptr<transport::Transport>> transports_;
+  const algorithms::AlgorithmPolicy algorithm_policy_;
+  const algorithms::LinkModel link_model_;
 
   // Lock order: op_mutex_ before error_mutex_.
   std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
   std::map<int, std::unique_ptr<transport::Connection>> connections_;
   std::vector<char> scratch_;
   uint64_t next_sequence_ = 0;
+  // Point-to-point messages per peer, counted separately from collectives (only the two ranks of
+  // a pair take part), so their tags match however collectives interleave.
+  std::map<int, uint64_t> sends_to_;
+  std::map<int, uint64_t> receives_from_;
   bool finalized_ = false;
 
   mutable std::mutex error_mutex_;  // guards error_

@@ -36,6 +36,7 @@ Result<Config> ParseEnvironment() {
                                    "' is neither AF_INET nor AF_INET6");
   }
   if (const char* v = std::getenv("BRAID_TRANSPORTS")) config.transports = v;
+  if (const char* v = std::getenv("BRAID_ALGO")) config.algo = v;
   return config;
 }
 

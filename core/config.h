@@ -23,6 +23,8 @@ struct Config {
   std::string socket_family;
   // BRAID_TRANSPORTS: which transports may be used, e.g. "tcp" or "^shm".
   std::string transports;
+  // BRAID_ALGO: algorithm constraints, e.g. "allreduce:tree;broadcast:ring" (algorithms/selector.h).
+  std::string algo;
 };
 
 // Parses the environment once per process; an unparsable value is an error naming the variable.

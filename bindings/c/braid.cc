@@ -8,6 +8,7 @@
 
 #include "bindings/c/comm_handle.h"
 #include "bindings/c/config_from_c.h"
+#include "bindings/c/group.h"
 #include "core/communicator.h"
 #include "core/datatype.h"
 #include "core/logging.h"
@@ -27,11 +28,6 @@ static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "ops follow b
 static_assert(sizeof(braidUniqueId) == braid::rendezvous::kUniqueIdBytes, "unique id size");
 
 namespace {
-
-Status NotImplemented(const char* call) {
-  return Status::InvalidUsage(std::string(call) +
-                              " is not implemented yet (it arrives with the collectives issue)");
-}
 
 Status CheckDataType(braidDataType_t datatype) {
   if (!braid::IsValidDataType(static_cast<int>(datatype))) {
@@ -262,72 +258,181 @@ braidResult_t braidCommCuDevice(const braidComm_t comm, int* device) {
   });
 }
 
-braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                             braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
-                             braidStream_t stream) {
+}  // extern "C"
+
+namespace {
+
+using braid::algorithms::Collective;
+using braid::algorithms::CollectiveArgs;
+
+size_t ElementSize(braidDataType_t datatype) {
+  return braid::DataTypeSize(static_cast<braid::DataType>(datatype));
+}
+
+Status CheckRank(int value, const char* name, braidComm_t comm) {
+  int size = comm->impl->size();
+  if (value < 0 || value >= size) {
+    return Status::InvalidArgument(std::string(name) + " " + std::to_string(value) +
+                                   " is outside [0, nranks=" + std::to_string(size) + ")");
+  }
+  return Status::Ok();
+}
+
+// count * multiple elements must fit in size_t bytes.
+Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype) {
+  size_t elem = ElementSize(datatype);
+  if (multiple != 0 && count > SIZE_MAX / elem / multiple) {
+    return Status::InvalidArgument("count " + std::to_string(count) + " of " +
+                                   braid::DataTypeName(static_cast<braid::DataType>(datatype)) +
+                                   (multiple > 1 ? " times " + std::to_string(multiple) + " ranks" : "") +
+                                   " overflows the addressable byte size");
+  }
+  return Status::Ok();
+}
+
+// Checks shared by every collective, then submits it (or queues it inside a group).
+// `send_needed` / `recv_needed`: whether this rank reads sendbuff / writes recvbuff.
+braidResult_t Collect(braidComm_t comm, CollectiveArgs args, braidDataType_t datatype,
+                      braidRedOp_t op, bool uses_op, int root, bool uses_root, size_t multiple,
+                      bool send_needed, bool recv_needed, braidStream_t stream) {
   return Guarded(comm, [&]() -> Status {
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
     BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
-    BRAID_RETURN_IF_ERROR(CheckOp(op));
-    BRAID_RETURN_IF_ERROR(CheckBuffer(sendbuff, "sendbuff", count, datatype));
-    BRAID_RETURN_IF_ERROR(CheckBuffer(recvbuff, "recvbuff", count, datatype));
+    if (uses_op) BRAID_RETURN_IF_ERROR(CheckOp(op));
+    if (uses_root) BRAID_RETURN_IF_ERROR(CheckRank(root, "root", comm));
+    BRAID_RETURN_IF_ERROR(CheckCount(args.count, multiple, datatype));
+    if (send_needed) BRAID_RETURN_IF_ERROR(CheckBuffer(args.sendbuf, "sendbuff", args.count, datatype));
+    if (recv_needed) BRAID_RETURN_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype));
     BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
-    return comm->impl->AllReduce(sendbuff, recvbuff, count,
-                                 static_cast<braid::DataType>(datatype),
-                                 static_cast<braid::ReduceOp>(op));
+    args.type = static_cast<braid::DataType>(datatype);
+    args.op = uses_op ? static_cast<braid::ReduceOp>(op) : braid::ReduceOp::kSum;
+    args.root = uses_root ? root : 0;
+    if (args.count == 0 && args.kind != Collective::kBarrier) return Status::Ok();
+    return braid::capi::SubmitCollective(comm, args);
   });
 }
 
-// The rest of the vocabulary arrives with the collectives issue. Until then each call checks its
-// communicator (so misuse is still named) and says it is not implemented.
-#define BRAID_NOT_YET(call, comm)                                      \
-  return Guarded(comm, [&]() -> Status {                               \
-    if (comm != nullptr) BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm)); \
-    return NotImplemented(call);                                       \
-  })
+CollectiveArgs Args(Collective kind, const void* sendbuff, void* recvbuff, size_t count) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.sendbuf = sendbuff;
+  args.recvbuf = recvbuff;
+  args.count = count;
+  return args;
+}
 
-braidResult_t braidBroadcast(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
-                             braidStream_t) {
-  BRAID_NOT_YET("braidBroadcast", comm);
+// Which rank this is, or -1 if the communicator is not live (Collect then reports that).
+int RankOf(braidComm_t comm) {
+  return braid::capi::CheckComm(comm).ok() ? comm->impl->rank() : -1;
 }
-braidResult_t braidReduce(const void*, void*, size_t, braidDataType_t, braidRedOp_t, int,
-                          braidComm_t comm, braidStream_t) {
-  BRAID_NOT_YET("braidReduce", comm);
+
+braidResult_t Transfer(bool is_send, const void* sendbuff, void* recvbuff, size_t count,
+                       braidDataType_t datatype, int peer, braidComm_t comm, braidStream_t stream) {
+  return Guarded(comm, [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
+    BRAID_RETURN_IF_ERROR(CheckRank(peer, "peer", comm));
+    BRAID_RETURN_IF_ERROR(CheckCount(count, 1, datatype));
+    BRAID_RETURN_IF_ERROR(is_send ? CheckBuffer(sendbuff, "sendbuff", count, datatype)
+                                  : CheckBuffer(recvbuff, "recvbuff", count, datatype));
+    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    braid::Communicator::PeerTransfer transfer;
+    transfer.is_send = is_send;
+    transfer.peer = peer;
+    transfer.sendbuf = sendbuff;
+    transfer.recvbuf = recvbuff;
+    transfer.bytes = count * ElementSize(datatype);
+    return braid::capi::SubmitTransfer(comm, transfer);
+  });
 }
-braidResult_t braidAllGather(const void*, void*, size_t, braidDataType_t, braidComm_t comm,
-                             braidStream_t) {
-  BRAID_NOT_YET("braidAllGather", comm);
+
+}  // namespace
+
+extern "C" {
+
+braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
+                             braidStream_t stream) {
+  return Collect(comm, Args(Collective::kAllReduce, sendbuff, recvbuff, count), datatype, op, true,
+                 0, false, 1, true, true, stream);
 }
-braidResult_t braidReduceScatter(const void*, void*, size_t, braidDataType_t, braidRedOp_t,
-                                 braidComm_t comm, braidStream_t) {
-  BRAID_NOT_YET("braidReduceScatter", comm);
+
+braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             braidDataType_t datatype, int root, braidComm_t comm,
+                             braidStream_t stream) {
+  // Only the root reads sendbuff (NCCL: non-roots may pass NULL).
+  return Collect(comm, Args(Collective::kBroadcast, sendbuff, recvbuff, count), datatype, braidSum,
+                 false, root, true, 1, RankOf(comm) == root, true, stream);
 }
-braidResult_t braidAllToAll(const void*, void*, size_t, braidDataType_t, braidComm_t comm,
-                            braidStream_t) {
-  BRAID_NOT_YET("braidAllToAll", comm);
+
+braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm,
+                          braidStream_t stream) {
+  // Only the root writes recvbuff.
+  return Collect(comm, Args(Collective::kReduce, sendbuff, recvbuff, count), datatype, op, true,
+                 root, true, 1, true, RankOf(comm) == root, stream);
 }
-braidResult_t braidGather(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
-                          braidStream_t) {
-  BRAID_NOT_YET("braidGather", comm);
+
+braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             braidDataType_t datatype, braidComm_t comm, braidStream_t stream) {
+  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
+  return Collect(comm, Args(Collective::kAllGather, sendbuff, recvbuff, sendcount), datatype,
+                 braidSum, false, 0, false, static_cast<size_t>(size), true, true, stream);
 }
-braidResult_t braidScatter(const void*, void*, size_t, braidDataType_t, int, braidComm_t comm,
-                           braidStream_t) {
-  BRAID_NOT_YET("braidScatter", comm);
+
+braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
+                                 braidStream_t stream) {
+  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
+  return Collect(comm, Args(Collective::kReduceScatter, sendbuff, recvbuff, recvcount), datatype,
+                 op, true, 0, false, static_cast<size_t>(size), true, true, stream);
 }
-braidResult_t braidSend(const void*, size_t, braidDataType_t, int, braidComm_t comm, braidStream_t) {
-  BRAID_NOT_YET("braidSend", comm);
+
+braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            braidDataType_t datatype, braidComm_t comm, braidStream_t stream) {
+  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
+  return Collect(comm, Args(Collective::kAllToAll, sendbuff, recvbuff, count), datatype, braidSum,
+                 false, 0, false, static_cast<size_t>(size), true, true, stream);
 }
-braidResult_t braidRecv(void*, size_t, braidDataType_t, int, braidComm_t comm, braidStream_t) {
-  BRAID_NOT_YET("braidRecv", comm);
+
+braidResult_t braidGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                          braidDataType_t datatype, int root, braidComm_t comm,
+                          braidStream_t stream) {
+  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
+  return Collect(comm, Args(Collective::kGather, sendbuff, recvbuff, sendcount), datatype, braidSum,
+                 false, root, true, static_cast<size_t>(size), true, RankOf(comm) == root, stream);
 }
-braidResult_t braidBarrier(braidComm_t comm, braidStream_t) { BRAID_NOT_YET("braidBarrier", comm); }
+
+braidResult_t braidScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           braidDataType_t datatype, int root, braidComm_t comm,
+                           braidStream_t stream) {
+  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
+  return Collect(comm, Args(Collective::kScatter, sendbuff, recvbuff, recvcount), datatype,
+                 braidSum, false, root, true, static_cast<size_t>(size), RankOf(comm) == root,
+                 true, stream);
+}
+
+braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm, braidStream_t stream) {
+  return Transfer(true, sendbuff, nullptr, count, datatype, peer, comm, stream);
+}
+
+braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
+                        braidComm_t comm, braidStream_t stream) {
+  return Transfer(false, nullptr, recvbuff, count, datatype, peer, comm, stream);
+}
+
+braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream) {
+  return Collect(comm, Args(Collective::kBarrier, nullptr, nullptr, 0), braidUint8, braidSum, false,
+                 0, false, 1, false, false, stream);
+}
+
 braidResult_t braidGroupStart(void) {
-  braidComm_t comm = nullptr;
-  BRAID_NOT_YET("braidGroupStart", comm);
+  return Guarded(nullptr, [] { return braid::capi::GroupStart(); });
 }
+
 braidResult_t braidGroupEnd(void) {
-  braidComm_t comm = nullptr;
-  BRAID_NOT_YET("braidGroupEnd", comm);
+  return Guarded(nullptr, [] { return braid::capi::GroupEnd(); });
 }
 
 }  // extern "C"

@@ -167,16 +167,27 @@ TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[ca
   CHECK(braidCommAbort(nullptr) == braidInvalidArgument);
 }
 
-TEST_CASE("calls of later issues say they are not implemented yet", "[capi]") {
+TEST_CASE("group misuse and later-issue calls are reported", "[capi]") {
   braidComm_t comm = SingleRankComm();
-  float x = 1;
-  CHECK(braidBroadcast(&x, &x, 1, braidFloat32, 0, comm, nullptr) == braidInvalidUsage);
-  CHECK(Contains(braidGetLastError(comm), "not implemented"));
-  CHECK(braidBarrier(comm, nullptr) == braidInvalidUsage);
-  CHECK(braidGroupStart() == braidInvalidUsage);
+  CHECK(braidGroupEnd() == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(nullptr), "without a matching braidGroupStart"));
   braidComm_t child = reinterpret_cast<braidComm_t>(0x1);
   CHECK(braidCommSplit(comm, 0, 0, &child, nullptr) == braidInvalidUsage);
+  CHECK(Contains(braidGetLastError(comm), "not implemented"));
   CHECK(child == nullptr);
+  float x = 1;
+  CHECK(braidSend(&x, 1, braidFloat32, 1, comm, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "peer 1"));
+  CHECK(braidBroadcast(&x, &x, 1, braidFloat32, -1, comm, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "root -1"));
+  // A lone send to itself cannot complete; inside a group with its receive it is a copy.
+  CHECK(braidSend(&x, 1, braidFloat32, 0, comm, nullptr) == braidInvalidUsage);
+  float y = 0;
+  CHECK(braidGroupStart() == braidSuccess);
+  CHECK(braidRecv(&y, 1, braidFloat32, 0, comm, nullptr) == braidSuccess);
+  CHECK(braidSend(&x, 1, braidFloat32, 0, comm, nullptr) == braidSuccess);
+  CHECK(braidGroupEnd() == braidSuccess);
+  CHECK(y == 1.0f);
   CHECK(braidCommDestroy(comm) == braidSuccess);
 }
 

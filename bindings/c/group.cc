@@ -1,0 +1,93 @@
+#include "bindings/c/group.h"
+
+#include <thread>
+#include <vector>
+
+namespace braid::capi {
+namespace {
+
+struct QueuedOp {
+  braidComm* comm;
+  bool is_transfer;
+  Communicator::PeerTransfer transfer;
+  algorithms::CollectiveArgs args;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<QueuedOp> ops;
+};
+
+thread_local GroupState group;
+
+// Runs one communicator's share of a group: transfers together, then collectives in order.
+Status RunForComm(braidComm* comm, const std::vector<QueuedOp>& ops) {
+  std::vector<Communicator::PeerTransfer> transfers;
+  for (const QueuedOp& op : ops) {
+    if (op.comm == comm && op.is_transfer) transfers.push_back(op.transfer);
+  }
+  if (!transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->RunPointToPoint(transfers));
+  for (const QueuedOp& op : ops) {
+    if (op.comm == comm && !op.is_transfer) BRAID_RETURN_IF_ERROR(comm->impl->RunCollective(op.args));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool InGroup() { return group.depth > 0; }
+
+Status GroupStart() {
+  ++group.depth;
+  return Status::Ok();
+}
+
+Status GroupEnd() {
+  if (group.depth == 0) return Status::InvalidUsage("braidGroupEnd without a matching braidGroupStart");
+  if (--group.depth > 0) return Status::Ok();
+  std::vector<QueuedOp> ops;
+  ops.swap(group.ops);
+  std::vector<braidComm*> comms;
+  for (const QueuedOp& op : ops) {
+    bool seen = false;
+    for (braidComm* c : comms) seen |= c == op.comm;
+    if (!seen) comms.push_back(op.comm);
+  }
+  for (braidComm* comm : comms) {
+    Status live = CheckComm(comm);  // destroyed while the group was open
+    if (!live.ok()) return live;
+  }
+  if (comms.empty()) return Status::Ok();
+  if (comms.size() == 1) {
+    Status status = RunForComm(comms[0], ops);
+    Report(comms[0], status);
+    return status;
+  }
+  std::vector<Status> results(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = RunForComm(comms[i], ops); });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!results[i].ok()) {
+      Report(comms[i], results[i]);
+      return results[i];
+    }
+  }
+  return Status::Ok();
+}
+
+Status SubmitCollective(braidComm* comm, const algorithms::CollectiveArgs& args) {
+  if (!InGroup()) return comm->impl->RunCollective(args);
+  group.ops.push_back(QueuedOp{comm, false, {}, args});
+  return Status::Ok();
+}
+
+Status SubmitTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer) {
+  if (!InGroup()) return comm->impl->RunPointToPoint({transfer});
+  group.ops.push_back(QueuedOp{comm, true, transfer, {}});
+  return Status::Ok();
+}
+
+}  // namespace braid::capi
