@@ -23,8 +23,15 @@ double RingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
 
 const std::vector<Algorithm>& Algorithms() {
   static const std::vector<Algorithm> kAlgorithms = {
-      // --- allreduce ---
+      // --- ring family (ring_*.cc, chain_*.cc) ---
       {"ring", Collective::kAllReduce, RunRingAllReduce, RingAllReduceCost},
+      // --- end ring family ---
+
+      // --- tree family (tree_*.cc, binomial_*.cc, recursive_*.cc) ---
+      // --- end tree family ---
+
+      // --- direct family (pairwise all-to-all, gather/scatter, barrier) ---
+      // --- end direct family ---
   };
   return kAlgorithms;
 }

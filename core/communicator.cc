@@ -154,7 +154,12 @@ Status Communicator::RunOperation(uint64_t sequence, Body body) {
   ctx.connection = [this, &ctx](int peer) { return GetConnection(peer, ctx.deadline); };
   ctx.scratch = [this](size_t bytes) { return Scratch(bytes); };
   Status status = body(ctx);
-  if (!status.ok() && status.code() != Code::kInvalidArgument) Break(status);
+  // Argument and usage errors are found before anything is sent; anything else may have left
+  // messages in flight, so the communicator cannot be trusted any more.
+  if (!status.ok() && status.code() != Code::kInvalidArgument &&
+      status.code() != Code::kInvalidUsage) {
+    Break(status);
+  }
   return status;
 }
 
