@@ -21,6 +21,13 @@ bool KnownName(const std::string& name, bool all_collectives, Collective kind) {
   return false;
 }
 
+const Algorithm* FindAnyAlgorithm(Collective kind) {
+  for (const Algorithm& a : Algorithms()) {
+    if (a.kind == kind) return &a;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Result<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& spec) {
@@ -96,6 +103,10 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
       best = &a;
       best_cost = cost;
     }
+  }
+  if (best == nullptr && FindAnyAlgorithm(args.kind) == nullptr) {
+    return Status::InvalidUsage(std::string(CollectiveName(args.kind)) +
+                                " has no algorithm in this build yet");
   }
   if (best == nullptr) {
     return Status::InvalidArgument(std::string("BRAID_ALGO='") + policy.spec() +
