@@ -1,10 +1,14 @@
 #include "core/communicator.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "algorithms/collective_context.h"
 #include "core/logging.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/prefix_store.h"
 #include "transport/registry.h"
 
 namespace braid {
@@ -127,6 +131,60 @@ Status Communicator::AsyncError() const {
 
 void Communicator::Abort() {
   Break(Status::Aborted("rank " + std::to_string(rank_) + ": communicator aborted by braidCommAbort"));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Config config) {
+  const std::string who = "rank " + std::to_string(rank_);
+  if (color < 0 && color != kNoColor) {
+    return Status::InvalidArgument("color " + std::to_string(color) +
+                                   " is negative (only BRAID_SPLIT_NOCOLOR = -1 may be)");
+  }
+  std::string space;
+  {
+    std::lock_guard<std::mutex> lock(op_mutex_);
+    if (broken_.load()) return AsyncError().WithContext(who + ": cannot split a broken communicator");
+    if (finalized_) return Status::InvalidUsage(who + ": cannot split a finalized communicator");
+    space = "split/" + std::to_string(splits_++);
+  }
+  const Deadline deadline = Deadline::AfterMs(config_.timeout_ms);
+  // Everyone publishes (color, key); everyone reads everyone's.
+  BRAID_RETURN_IF_ERROR(store_->Set(space + "/" + std::to_string(rank_),
+                                    std::to_string(color) + " " + std::to_string(key), deadline));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(space + "/" + std::to_string(r));
+  auto values = store_->MultiGet(keys, deadline);
+  if (!values.ok()) return values.status().WithContext(who + ": exchanging colors for a split");
+  if (color == kNoColor) return std::unique_ptr<Communicator>();
+
+  struct Member {
+    int key;
+    int parent_rank;
+  };
+  std::vector<Member> members;
+  for (int r = 0; r < size_; ++r) {
+    int their_color = 0, their_key = 0;
+    if (std::sscanf(values.value()[r].c_str(), "%d %d", &their_color, &their_key) != 2) {
+      return Status::RemoteError(who + ": rank " + std::to_string(r) + " published a malformed split entry");
+    }
+    if (their_color == color) members.push_back({their_key, r});
+  }
+  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.parent_rank < b.parent_rank;
+  });
+  InitOptions options;
+  options.size = static_cast<int>(members.size());
+  for (int i = 0; i < options.size; ++i) {
+    if (members[i].parent_rank == rank_) options.rank = i;
+  }
+  options.config = std::move(config);
+  const std::string child_space = space + "/color" + std::to_string(color);
+  options.comm_id = rendezvous::CommIdFromText(std::to_string(comm_id_) + "/" + child_space);
+  options.store = std::make_shared<rendezvous::PrefixStore>(store_, child_space);
+  auto child = Create(std::move(options));
+  if (!child.ok()) return child.status().WithContext(who + ": creating the communicator of color " + std::to_string(color));
+  BRAID_LOG(kInfo, rank_) << "split #" << space << ": color " << color << " key " << key
+                          << " -> rank " << child.value()->rank() << " of " << child.value()->size();
+  return child;
 }
 
 Status Communicator::Finalize() {

@@ -74,6 +74,15 @@ class Communicator {
   // and a receive must have the same size as its send.
   Status RunPointToPoint(const std::vector<PeerTransfer>& transfers);
 
+  // NCCL's ncclCommSplit: every rank of this communicator calls it; ranks passing the same
+  // `color` form a new communicator, ordered by `key` then by rank here. kNoColor returns a null
+  // pointer (the rank still takes part in the exchange). The exchange runs under a store prefix
+  // made of this communicator's identity and a split counter, so splits never collide however
+  // many run; the child gets its own transports (connections are not shared with the parent, so
+  // the two never block each other) and `config`.
+  static constexpr int kNoColor = -1;
+  Result<std::unique_ptr<Communicator>> Split(int color, int key, Config config);
+
   // Completes outstanding work (host operations are already complete) and refuses new work.
   Status Finalize();
   // Wakes every blocked wait of this communicator with Code::kAborted, at once, from any thread;
@@ -113,6 +122,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Connection>> connections_;
   std::vector<char> scratch_;
   uint64_t next_sequence_ = 0;
+  uint64_t splits_ = 0;  // every rank splits in the same order, so the k-th split matches
   // Point-to-point messages per peer, counted separately from collectives (only the two ranks of
   // a pair take part), so their tags match however collectives interleave.
   std::map<int, uint64_t> sends_to_;

@@ -25,6 +25,7 @@ static_assert(static_cast<int>(Code::kAborted) == braidAborted, "codes follow br
 static_assert(static_cast<int>(Code::kTimeout) == braidTimeout, "codes follow braidResult_t");
 static_assert(static_cast<int>(braid::DataType::kBfloat16) == braidBfloat16, "types follow braid.h");
 static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "ops follow braid.h");
+static_assert(braid::Communicator::kNoColor == BRAID_SPLIT_NOCOLOR, "split colors follow braid.h");
 static_assert(sizeof(braidUniqueId) == braid::rendezvous::kUniqueIdBytes, "unique id size");
 
 namespace {
@@ -186,12 +187,29 @@ braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config) {
   });
 }
 
-braidResult_t braidCommSplit(braidComm_t comm, int, int, braidComm_t* newcomm, braidConfig_t*) {
+braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm,
+                             braidConfig_t* config) {
   return Guarded(comm, [&]() -> Status {
-    if (newcomm != nullptr) *newcomm = nullptr;
+    if (newcomm == nullptr) return Status::InvalidArgument("newcomm is NULL");
+    *newcomm = nullptr;
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
-    return Status::InvalidUsage("braidCommSplit is not implemented yet (it arrives with the "
-                                "subgroups issue)");
+    if (braid::capi::InGroup()) {
+      return Status::InvalidUsage("braidCommSplit inside braidGroupStart/braidGroupEnd is not supported");
+    }
+    braid::Config child_config;
+    if (config == nullptr) {
+      child_config = comm->impl->config();  // NCCL: a NULL config inherits the parent's
+    } else {
+      BRAID_ASSIGN_OR_RETURN(child_config, braid::capi::ConfigFromC(config));
+    }
+    std::unique_ptr<braid::Communicator> child;
+    BRAID_ASSIGN_OR_RETURN(child, comm->impl->Split(color, key, std::move(child_config)));
+    if (!child) return Status::Ok();  // BRAID_SPLIT_NOCOLOR
+    auto* handle = new braidComm();
+    handle->impl = std::move(child);
+    braid::capi::RegisterComm(handle);
+    *newcomm = handle;
+    return Status::Ok();
   });
 }
 

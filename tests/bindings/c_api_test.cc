@@ -167,14 +167,15 @@ TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[ca
   CHECK(braidCommAbort(nullptr) == braidInvalidArgument);
 }
 
-TEST_CASE("group misuse and later-issue calls are reported", "[capi]") {
+TEST_CASE("group, split and point-to-point misuse is reported", "[capi]") {
   braidComm_t comm = SingleRankComm();
   CHECK(braidGroupEnd() == braidInvalidUsage);
   CHECK(Contains(braidGetLastError(nullptr), "without a matching braidGroupStart"));
   braidComm_t child = reinterpret_cast<braidComm_t>(0x1);
-  CHECK(braidCommSplit(comm, 0, 0, &child, nullptr) == braidInvalidUsage);
-  CHECK(Contains(braidGetLastError(comm), "not implemented"));
+  CHECK(braidCommSplit(comm, -7, 0, &child, nullptr) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(comm), "color -7"));
   CHECK(child == nullptr);
+  CHECK(braidCommSplit(comm, 0, 0, nullptr, nullptr) == braidInvalidArgument);
   float x = 1;
   CHECK(braidSend(&x, 1, braidFloat32, 1, comm, nullptr) == braidInvalidArgument);
   CHECK(Contains(braidGetLastError(comm), "peer 1"));
