@@ -193,8 +193,7 @@ Status Communicator::Finalize() {
   return AsyncError();
 }
 
-template <typename Body>
-Status Communicator::RunOperation(uint64_t sequence, Body body) {
+Status Communicator::CheckUsable() const {
   if (broken_.load()) {
     return AsyncError().WithContext("rank " + std::to_string(rank_) +
                                     ": communicator is unusable after an earlier error");
@@ -203,6 +202,12 @@ Status Communicator::RunOperation(uint64_t sequence, Body body) {
     return Status::InvalidUsage("rank " + std::to_string(rank_) +
                                 ": communicator was finalized; no new operations are accepted");
   }
+  return Status::Ok();
+}
+
+template <typename Body>
+Status Communicator::RunOperation(uint64_t sequence, Body body) {
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   algorithms::CollectiveContext ctx;
   ctx.rank = rank_;
   ctx.size = size_;
@@ -223,6 +228,7 @@ Status Communicator::RunOperation(uint64_t sequence, Body body) {
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(op_mutex_);
+  BRAID_RETURN_IF_ERROR(CheckUsable());
   auto algorithm = algorithms::SelectAlgorithm(args, size_, algorithm_policy_, link_model_);
   if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
   const uint64_t sequence = next_sequence_++;

@@ -102,6 +102,8 @@ class Communicator {
   Status RunOperation(uint64_t sequence, Body body);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
+  // OK unless the communicator is broken or finalized. Called with op_mutex_ held.
+  Status CheckUsable() const;
   void* Scratch(size_t bytes);
   // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
   void Break(const Status& error);
