@@ -59,6 +59,14 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
       if (!connection.ok()) return connection.status();
     }
   }
+  if (comm->size_ > 1 && comm->open_store_) {
+    auto own_store = comm->open_store_();
+    if (!own_store.ok()) return own_store.status().WithContext(who + ": opening the hang-diagnosis store connection");
+    auto diagnosis = HangDiagnosis::Start(std::move(own_store).value(), comm->store_, comm->rank_,
+                                          comm->size_, &comm->progress_);
+    if (!diagnosis.ok()) return diagnosis.status();
+    comm->diagnosis_ = std::move(diagnosis).value();
+  }
   BRAID_LOG(kInfo, comm->rank_) << "communicator ready: " << comm->size_ << " ranks, comm id "
                                 << std::hex << comm->comm_id_;
   return comm;
@@ -74,7 +82,8 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       store_(std::move(options.store)),
       peers_(std::move(peers)),
       transports_(std::move(transports)),
-      algorithm_policy_(std::move(policy)) {}
+      algorithm_policy_(std::move(policy)),
+      open_store_(std::move(options.open_store)) {}
 
 Communicator::~Communicator() {
   std::lock_guard<std::mutex> lock(op_mutex_);
@@ -180,6 +189,14 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   const std::string child_space = space + "/color" + std::to_string(color);
   options.comm_id = rendezvous::CommIdFromText(std::to_string(comm_id_) + "/" + child_space);
   options.store = std::make_shared<rendezvous::PrefixStore>(store_, child_space);
+  if (open_store_) {
+    options.open_store = [open = open_store_, child_space]() -> Result<std::shared_ptr<rendezvous::Store>> {
+      auto base = open();
+      if (!base.ok()) return base.status();
+      return std::shared_ptr<rendezvous::Store>(
+          std::make_shared<rendezvous::PrefixStore>(std::move(base).value(), child_space));
+    };
+  }
   auto child = Create(std::move(options));
   if (!child.ok()) return child.status().WithContext(who + ": creating the communicator of color " + std::to_string(color));
   BRAID_LOG(kInfo, rank_) << "split #" << space << ": color " << color << " key " << key
@@ -205,8 +222,39 @@ Status Communicator::CheckUsable() const {
   return Status::Ok();
 }
 
+Status Communicator::ExplainFailure(const Status& status, uint64_t sequence, const char* op) {
+  const Deadline quick = Deadline::AfterMs(2000);
+  Status explained = status;
+  if (status.code() == Code::kTimeout && diagnosis_) {
+    // Ask the others where they are, so the error names who is missing instead of guessing.
+    explained = Status::Timeout(status.message() + " [timed out after " +
+                                std::to_string(config_.timeout_ms) + " ms; " +
+                                diagnosis_->Diagnose(sequence, op, 5000) + "]");
+  } else if (status.code() == Code::kRemoteError) {
+    // A peer that gave up first (timeout, abort, its own lost peer) closed its links; if it left
+    // its reason in the store, report that reason and its code rather than "connection lost".
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const std::string key = "failed/" + std::to_string(r);
+      auto present = store_->Check({key}, quick);
+      if (!present.ok() || !present.value()) continue;
+      auto reason = store_->Get(key, quick);
+      if (!reason.ok() || reason.value().size() < 2) continue;
+      Code code = static_cast<Code>(reason.value()[0] - '0');
+      explained = Status(code, status.message() + " [rank " + std::to_string(r) +
+                                   " failed first: " + reason.value().substr(2) + "]");
+      break;
+    }
+  }
+  // Leave this rank's reason for the peers that will see its links drop.
+  (void)store_->Set("failed/" + std::to_string(rank_),
+                    std::to_string(static_cast<int>(explained.code())) + " " + explained.message(),
+                    quick);
+  return explained;
+}
+
 template <typename Body>
-Status Communicator::RunOperation(uint64_t sequence, Body body) {
+Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) {
   BRAID_RETURN_IF_ERROR(CheckUsable());
   algorithms::CollectiveContext ctx;
   ctx.rank = rank_;
@@ -221,6 +269,7 @@ Status Communicator::RunOperation(uint64_t sequence, Body body) {
   // messages in flight, so the communicator cannot be trusted any more.
   if (!status.ok() && status.code() != Code::kInvalidArgument &&
       status.code() != Code::kInvalidUsage) {
+    status = ExplainFailure(status, sequence, op);
     Break(status);
   }
   return status;
@@ -236,9 +285,13 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
                           << args.count << " " << DataTypeName(args.type) << " "
                           << ReduceOpName(args.op) << " root " << args.root << " on " << size_
                           << " ranks: algorithm " << algorithm.value()->name;
-  return RunOperation(sequence, [&](const algorithms::CollectiveContext& ctx) {
+  const char* name = algorithms::CollectiveName(args.kind);
+  progress_.Enter(sequence, name, args.MessageBytes(size_));
+  Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
     return algorithm.value()->run(ctx, args);
   });
+  progress_.Leave();
+  return status;
 }
 
 // Sends to this rank's own rank pair with its receives from itself, in order, by copying.
@@ -267,7 +320,7 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<std::mutex> lock(op_mutex_);
-  return RunOperation(0, [&](const algorithms::CollectiveContext& ctx) -> Status {
+  return RunOperation(0, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
     // Point-to-point tags: top bit set, then the per-pair message number.
     constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;
     std::vector<std::pair<transport::RequestPtr, const PeerTransfer*>> posted;

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "core/config.h"
 #include "core/datatype.h"
 #include "core/deadline.h"
+#include "core/hang_diagnosis.h"
 #include "core/status.h"
 #include "rendezvous/peer_exchange.h"
 #include "rendezvous/store.h"
@@ -44,6 +46,9 @@ class Communicator {
     uint64_t comm_id = 0;
     // A view of the store private to this communicator (a PrefixStore).
     std::shared_ptr<rendezvous::Store> store;
+    // Opens another connection with the same view, for the hang-diagnosis thread (which parks
+    // in a blocking Get). Empty: no hang diagnosis.
+    std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store;
   };
 
   // Rendezvous with the other ranks (checks nranks agreement and duplicate ranks, lists missing
@@ -99,7 +104,11 @@ class Communicator {
   // Runs `body` as one operation: checks state, builds the context (deadline, connections,
   // scratch), records a breaking error. `sequence` numbers the collective (tags carry it).
   template <typename Body>
-  Status RunOperation(uint64_t sequence, Body body);
+  Status RunOperation(uint64_t sequence, const char* op, Body body);
+  // For an error that breaks the communicator: adds what the store knows (where the other ranks
+  // are, after a timeout; why a peer dropped its links, after a lost connection) and publishes
+  // this rank's own reason for its peers.
+  Status ExplainFailure(const Status& status, uint64_t sequence, const char* op);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held.
@@ -134,6 +143,11 @@ class Communicator {
   mutable std::mutex error_mutex_;  // guards error_
   Status error_;
   std::atomic<bool> broken_{false};
+
+  const std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store_;
+  ProgressBoard progress_;
+  // Declared last: its thread reads progress_ and uses store_, so it stops first.
+  std::unique_ptr<HangDiagnosis> diagnosis_;
 };
 
 }  // namespace braid

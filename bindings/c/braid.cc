@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "bindings/c/comm_handle.h"
@@ -84,6 +85,18 @@ Status MakeComm(braidComm_t* out, braid::Communicator::InitOptions options) {
 
 std::string Who(int rank) { return "rank " + std::to_string(rank); }
 
+// Opens further connections to the same store with the same key prefix (hang diagnosis).
+std::function<braid::Result<std::shared_ptr<braid::rendezvous::Store>>()> StoreOpener(
+    std::string host, int port, std::string secret, std::string prefix, int64_t timeout_ms) {
+  return [=]() -> braid::Result<std::shared_ptr<braid::rendezvous::Store>> {
+    auto store = braid::rendezvous::ConnectStore(host, port, secret,
+                                                 braid::Deadline::AfterMs(timeout_ms));
+    if (!store.ok()) return store.status();
+    return std::shared_ptr<braid::rendezvous::Store>(
+        std::make_shared<braid::rendezvous::PrefixStore>(std::move(store).value(), prefix));
+  };
+}
+
 }  // namespace
 
 extern "C" {
@@ -148,6 +161,7 @@ braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUnique
     options.size = nranks;
     options.comm_id = braid::rendezvous::CommIdFromText(id.token);
     options.store = std::make_shared<braid::rendezvous::PrefixStore>(store, "comm");
+    options.open_store = StoreOpener(id.host, id.port, id.token, "comm", options.config.timeout_ms);
     return MakeComm(comm, std::move(options));
   });
 }
@@ -183,6 +197,8 @@ braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config) {
     options.comm_id = braid::rendezvous::CommIdFromText(env.secret + "@" + env.master_addr + ":" +
                                                         std::to_string(env.master_port) + "/" + space);
     options.store = std::make_shared<braid::rendezvous::PrefixStore>(connected.value(), space);
+    options.open_store = StoreOpener(env.master_addr, env.master_port, env.secret, space,
+                                     options.config.timeout_ms);
     return MakeComm(comm, std::move(options));
   });
 }

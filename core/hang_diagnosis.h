@@ -1,0 +1,77 @@
+// Hang diagnosis: when a collective times out, ask every rank through the store where it is.
+//
+// Why through the store and a thread: the rank that times out cannot see the others' state, and
+// a rank stuck in user code (or in another collective) cannot answer from its main thread. Each
+// communicator therefore runs one small thread, parked in a blocking store Get on its own mailbox
+// key (no traffic while nothing is wrong), that answers "where are you" with this rank's progress:
+// the last collective it entered and whether it is still inside it. A rank whose process is gone
+// or frozen (SIGSTOP) does not answer, and is named as such.
+//
+// Keys (under the communicator's store prefix): "diag/requests" (counter), "diag/ask/<rank>/<k>"
+// (the k-th request, or "stop"), "diag/state/<k>/<rank>" (the answer).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "rendezvous/store.h"
+
+namespace braid {
+
+// Where one rank is, updated on every operation; read by the diagnosis thread.
+class ProgressBoard {
+ public:
+  void Enter(uint64_t sequence, const char* op, size_t bytes);
+  void Leave();
+  // "in allreduce #12 (4096 bytes)" or "idle; last entered allreduce #11 (4096 bytes)".
+  std::string Describe() const;
+  // The sequence number of the last collective entered, or -1 if none.
+  int64_t LastSequence() const;
+
+ private:
+  mutable std::mutex mutex_;  // guards the fields below
+  int64_t sequence_ = -1;
+  const char* op_ = "";
+  size_t bytes_ = 0;
+  bool active_ = false;
+};
+
+class HangDiagnosis {
+ public:
+  // `own_store` must be a connection used by nothing else (it blocks in Get); `store` is the
+  // communicator's, used to ask and to read answers. Both see the communicator's key prefix.
+  static Result<std::unique_ptr<HangDiagnosis>> Start(std::shared_ptr<rendezvous::Store> own_store,
+                                                      std::shared_ptr<rendezvous::Store> store,
+                                                      int rank, int size,
+                                                      const ProgressBoard* board);
+  ~HangDiagnosis();
+
+  // Asks every rank where it is and waits up to `wait_ms` for answers. Returns a sentence naming
+  // the ranks that had not reached collective `sequence`, those still inside it, and those that
+  // did not answer.
+  std::string Diagnose(uint64_t sequence, const char* op, int64_t wait_ms);
+
+ private:
+  HangDiagnosis(std::shared_ptr<rendezvous::Store> own_store,
+                std::shared_ptr<rendezvous::Store> store, int rank, int size,
+                const ProgressBoard* board);
+  void Serve();
+
+  std::shared_ptr<rendezvous::Store> own_store_;
+  std::shared_ptr<rendezvous::Store> store_;
+  const int rank_;
+  const int size_;
+  const ProgressBoard* board_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> serving_{0};  // the request number the thread is waiting for
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;
+};
+
+}  // namespace braid
