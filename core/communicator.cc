@@ -34,6 +34,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   context.rank = options.rank;
   context.size = options.size;
   context.comm_id = options.comm_id;
+  context.secret = options.secret;
   context.config = options.config;
   std::vector<std::unique_ptr<transport::Transport>> transports;
   if (options.size > 1) {
@@ -79,6 +80,7 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       size_(options.size),
       config_(std::move(options.config)),
       comm_id_(options.comm_id),
+      secret_(std::move(options.secret)),
       store_(std::move(options.store)),
       peers_(std::move(peers)),
       transports_(std::move(transports)),
@@ -188,6 +190,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   options.config = std::move(config);
   const std::string child_space = space + "/color" + std::to_string(color);
   options.comm_id = rendezvous::CommIdFromText(std::to_string(comm_id_) + "/" + child_space);
+  options.secret = secret_;
   options.store = std::make_shared<rendezvous::PrefixStore>(store_, child_space);
   if (open_store_) {
     options.open_store = [open = open_store_, child_space]() -> Result<std::shared_ptr<rendezvous::Store>> {
@@ -225,7 +228,7 @@ Status Communicator::CheckUsable() const {
 Status Communicator::ExplainFailure(const Status& status, uint64_t sequence, const char* op) {
   const Deadline quick = Deadline::AfterMs(2000);
   Status explained = status;
-  if (status.code() == Code::kTimeout && diagnosis_) {
+  if (status.code() == Code::kTimeout && diagnosis_ && sequence != kPointToPointSequence) {
     // Ask the others where they are, so the error names who is missing instead of guessing.
     explained = Status::Timeout(status.message() + " [timed out after " +
                                 std::to_string(config_.timeout_ms) + " ms; " +
@@ -320,7 +323,7 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<std::mutex> lock(op_mutex_);
-  return RunOperation(0, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
+  return RunOperation(kPointToPointSequence, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
     // Point-to-point tags: top bit set, then the per-pair message number.
     constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;
     std::vector<std::pair<transport::RequestPtr, const PeerTransfer*>> posted;

@@ -44,6 +44,9 @@ class Communicator {
     Config config;
     // Identifies this communicator on the wire (transport handshakes refuse other ids).
     uint64_t comm_id = 0;
+    // Transport connections prove they hold it (the unique id's token; BRAID_SECRET under
+    // env://; inherited by Split). "" = no authentication.
+    std::string secret;
     // A view of the store private to this communicator (a PrefixStore).
     std::shared_ptr<rendezvous::Store> store;
     // Opens another connection with the same view, for the hang-diagnosis thread (which parks
@@ -103,6 +106,9 @@ class Communicator {
 
   // Runs `body` as one operation: checks state, builds the context (deadline, connections,
   // scratch), records a breaking error. `sequence` numbers the collective (tags carry it).
+  // Point-to-point batches are not numbered (only two ranks take part), and a hang in one is not
+  // diagnosed through the other ranks.
+  static constexpr uint64_t kPointToPointSequence = ~uint64_t{0};
   template <typename Body>
   Status RunOperation(uint64_t sequence, const char* op, Body body);
   // For an error that breaks the communicator: adds what the store knows (where the other ranks
@@ -121,6 +127,7 @@ class Communicator {
   const int size_;
   const Config config_;
   const uint64_t comm_id_;
+  const std::string secret_;
   std::shared_ptr<rendezvous::Store> store_;
   const std::vector<rendezvous::PeerRecord> peers_;
   // Fixed after construction, so Abort() may walk it from any thread.
