@@ -1,0 +1,121 @@
+// Pairwise all-to-all.
+//
+// Why pairwise: each rank has a distinct block for every other rank, so n-1 messages leave and
+// n-1 arrive per rank whatever the algorithm; what matters is that they do not all converge on
+// one receiver at once. In round k (1..n-1) rank r sends its block for (r+k) mod n and receives
+// the block of (r-k) mod n: each round is a permutation, so every rank sends one message and
+// receives one, no receiver is oversubscribed, and the rounds together move (n-1)/n of the buffer
+// per rank, the least possible. A few rounds (kWindow) are kept in flight so one round's latency
+// hides behind the next; a round's receive is posted before its send so data lands in place.
+//
+// Out of place: a round's message is the whole block, read from sendbuf and received straight
+// into recvbuf; the own block is a local copy. No scratch. (TCP streams a large message as well
+// as many chunks, so blocks are not cut.)
+//
+// In place (sendbuf == recvbuf): the block received from r-k in round k overwrites the block for
+// r-k, which leaves only in round n-k, so outgoing data is staged through scratch first. All-to-
+// all works element by element within blocks, so "slice" j, the elements [j*s, (j+1)*s) of every
+// block, is an independent all-to-all of s elements: a slice of all n blocks is copied to
+// scratch, sent from there and received into place, then the next slice follows. s is
+// chunk_bytes per block, lowered so that n*s stays within kMaxScratchBytes: scratch is bounded
+// however large the blocks are.
+//
+// Tags: message (slice j, round k) is number j*(n-1) + k-1 on both sides.
+#include "algorithms/pairwise_alltoall.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace braid::algorithms {
+namespace {
+
+constexpr size_t kWindow = 4;                          // rounds in flight
+constexpr size_t kMaxScratchBytes = size_t{32} << 20;  // in-place staging, all blocks
+
+std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  return "rank " + std::to_string(ctx.rank) + ": alltoall #" + std::to_string(ctx.sequence) + " (" +
+         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per peer, pairwise)";
+}
+
+}  // namespace
+
+Status PairwiseAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  const size_t elem = DataTypeSize(args.type);
+  const size_t count = args.count;
+  const size_t block = count * elem;
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  if (count == 0) return Status::Ok();
+  const char* in = static_cast<const char*>(args.sendbuf);
+  char* out = static_cast<char*>(args.recvbuf);
+  const bool in_place = args.sendbuf == args.recvbuf;
+  if (!in_place) std::memcpy(out + r * block, in + r * block, block);
+  if (n == 1) return Status::Ok();
+
+  size_t slice_elems = count;
+  char* staging = nullptr;
+  if (in_place) {
+    size_t per_block = std::min(ctx.chunk_bytes, kMaxScratchBytes / n);
+    slice_elems = std::min(count, std::max<size_t>(1, per_block / elem));
+    staging = static_cast<char*>(ctx.scratch(static_cast<size_t>(n) * slice_elems * elem));
+  }
+  const size_t slices = (count + slice_elems - 1) / slice_elems;
+  const size_t rounds = static_cast<size_t>(n - 1);
+
+  struct Round {
+    transport::RequestPtr recv, send;
+  };
+  std::vector<Round> posted(rounds + 1);
+  for (size_t j = 0; j < slices; ++j) {
+    const size_t first = j * slice_elems;
+    const size_t bytes = std::min(slice_elems, count - first) * elem;
+    if (in_place) {
+      for (int b = 0; b < n; ++b) {
+        if (b != r)
+          std::memcpy(staging + b * slice_elems * elem, out + b * block + first * elem, bytes);
+      }
+    }
+    auto post = [&](size_t k) -> Status {
+      const int to = static_cast<int>((r + k) % n);
+      const int from = static_cast<int>((r + n - k) % n);
+      const uint64_t tag = MessageTag(ctx.sequence, j * rounds + k - 1);
+      BRAID_ASSIGN_OR_RETURN(transport::Connection * source, ctx.connection(from));
+      BRAID_ASSIGN_OR_RETURN(transport::Connection * target, ctx.connection(to));
+      posted[k].recv = source->PostRecv(out + from * block + first * elem, bytes, tag);
+      const char* data =
+          in_place ? staging + to * slice_elems * elem : in + to * block + first * elem;
+      posted[k].send = target->PostSend(data, bytes, tag);
+      return Status::Ok();
+    };
+    for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) {
+      BRAID_RETURN_IF_ERROR(post(k).WithContext(Describe(ctx, args)));
+    }
+    for (size_t k = 1; k <= rounds; ++k) {
+      Status status = posted[k].recv->Wait(ctx.deadline);
+      if (!status.ok()) {
+        return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
+                                  std::to_string((r + n - k) % n));
+      }
+      status = posted[k].send->Wait(ctx.deadline);
+      if (!status.ok()) {
+        return status.WithContext(Describe(ctx, args) + ": sending to rank " +
+                                  std::to_string((r + k) % n));
+      }
+      posted[k] = Round{};
+      if (k + kWindow <= rounds)
+        BRAID_RETURN_IF_ERROR(post(k + kWindow).WithContext(Describe(ctx, args)));
+    }
+  }
+  return Status::Ok();
+}
+
+// (n-1)·α + (n-1)/n·bytes·β: n-1 rounds, each moving one block each way over every rank's link.
+double PairwiseAllToAllCost(const LinkModel& link, int n, size_t bytes) {
+  if (n <= 1) return 0;
+  double moved = static_cast<double>(n - 1) / n * static_cast<double>(bytes) / 1e3;  // µs·GB/s
+  return (n - 1) * link.latency_us + moved / link.bandwidth_gbps;
+}
+
+}  // namespace braid::algorithms

@@ -1,0 +1,138 @@
+// Binomial-tree scatter.
+//
+// Why a binomial tree: with small blocks a scatter is all latency, and the direct scatter makes
+// the root issue n-1 messages one after another. In a binomial tree over ranks renumbered
+// relative to the root (v = (rank - root) mod n), rank v receives the blocks of its whole subtree
+// [v, v + min(lowbit(v), n - v)) from its parent v - lowbit(v) in one message, then hands each
+// child v+m (m = the powers of two below lowbit(v), largest first, so the deepest subtree starts
+// soonest) the part for the child's subtree. Every rank is reached after at most ceil(log2 n)
+// message steps instead of n-1. The price is that blocks are staged in scratch and forwarded once
+// per level, so for large blocks the direct scatter (scatter_direct.cc) wins.
+//
+// Layout: a subtree travels packed in relative order, so child c = v+m's part is position m of
+// v's scratch; the root packs block (i + root) mod n of sendbuf into position i. Leaves receive
+// straight into recvbuf.
+//
+// Slices: to keep scratch bounded for large blocks, the scatter runs one slice at a time: slice j
+// is elements [j*s, (j+1)*s) of every block (a scatter of s elements on its own), with s =
+// chunk_bytes per block lowered so n*s elements fit kMaxScratchBytes.
+//
+// Tags: the message to child c in slice j is number j*levels + log2(lowbit(c)) on both sides.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/scatter.h"
+
+namespace braid::algorithms {
+namespace {
+
+constexpr size_t kMaxScratchBytes = size_t{32} << 20;
+
+std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  return "rank " + std::to_string(ctx.rank) + ": scatter #" + std::to_string(ctx.sequence) + " (" +
+         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per rank, root " +
+         std::to_string(args.root) + ", binomial)";
+}
+
+// Lowest set bit of v; for the root (v == 0) a power of two >= n, so all ranks are below it.
+int LowBit(int v, int n) {
+  if (v != 0) return v & -v;
+  int bit = 1;
+  while (bit < n) bit <<= 1;
+  return bit;
+}
+
+int Log2(int power_of_two) {
+  int k = 0;
+  while ((1 << k) < power_of_two) ++k;
+  return k;
+}
+
+}  // namespace
+
+Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  const size_t elem = DataTypeSize(args.type);
+  const size_t count = args.count;
+  const size_t block = count * elem;
+  const int n = ctx.size;
+  const int root = args.root;
+  if (count == 0) return Status::Ok();
+  const char* in = static_cast<const char*>(args.sendbuf);
+  char* out = static_cast<char*>(args.recvbuf);
+  if (n == 1) {
+    if (in != out) std::memmove(out, in, block);
+    return Status::Ok();
+  }
+
+  const int v = (ctx.rank - root + n) % n;
+  const int low = LowBit(v, n);
+  const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
+  const int levels = Log2(LowBit(0, n));
+  const bool leaf = subtree == 1;
+  const int parent = (v - low + root + n) % n;  // only for v != 0
+
+  size_t per_block = std::min(ctx.chunk_bytes, kMaxScratchBytes / n);
+  const size_t slice_elems = std::min(count, std::max<size_t>(1, per_block / elem));
+  const size_t slices = (count + slice_elems - 1) / slice_elems;
+  char* scratch = leaf ? nullptr : static_cast<char*>(ctx.scratch(subtree * slice_elems * elem));
+
+  std::vector<std::pair<int, transport::RequestPtr>> sends;  // (child's real rank, request)
+  for (size_t j = 0; j < slices; ++j) {
+    const size_t first = j * slice_elems;
+    const size_t len = std::min(slice_elems, count - first);
+    const size_t slot = len * elem;  // one block's slice; packed subtrees use this stride
+    if (v == 0) {
+      for (int i = 0; i < n; ++i) {
+        std::memcpy(scratch + i * slot, in + ((i + root) % n) * block + first * elem, slot);
+      }
+    } else {
+      auto connection = ctx.connection(parent);
+      if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+      char* target = leaf ? out + first * elem : scratch;
+      Status status =
+          connection.value()
+              ->PostRecv(target, subtree * slot, MessageTag(ctx.sequence, j * levels + Log2(low)))
+              ->Wait(ctx.deadline);
+      if (!status.ok()) {
+        return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
+                                  std::to_string(parent));
+      }
+    }
+    sends.clear();
+    for (int m = LowBit(0, n) / 2; m >= 1; m >>= 1) {
+      if (m >= low || v + m >= n) continue;
+      const int child = (v + m + root) % n;
+      const size_t bytes = std::min(m, n - (v + m)) * slot;
+      auto connection = ctx.connection(child);
+      if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+      sends.emplace_back(
+          child, connection.value()->PostSend(scratch + m * slot, bytes,
+                                              MessageTag(ctx.sequence, j * levels + Log2(m))));
+    }
+    // The own block: leaves received it in place; the root in place already has it.
+    if (!leaf && !(v == 0 && out == in + root * block))
+      std::memcpy(out + first * elem, scratch, slot);
+    for (auto& [child, request] : sends) {
+      Status status = request->Wait(ctx.deadline);  // scratch is reused by the next slice
+      if (!status.ok()) {
+        return status.WithContext(Describe(ctx, args) + ": sending to rank " +
+                                  std::to_string(child));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// ⌈log2 n⌉·α + (n-1)/n·bytes·β + 2·bytes/γ: log n steps; blocks are packed and unpacked in memory.
+double BinomialScatterCost(const LinkModel& link, int n, size_t bytes) {
+  if (n <= 1) return 0;
+  int levels = 0;
+  while ((1 << levels) < n) ++levels;
+  double kb = static_cast<double>(bytes) / 1e3;  // µs·GB/s
+  return levels * link.latency_us + static_cast<double>(n - 1) / n * kb / link.bandwidth_gbps +
+         2 * kb / link.reduce_gbps;
+}
+
+}  // namespace braid::algorithms
