@@ -29,11 +29,11 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/deadline.h"
+#include "core/hmac_sha256.h"
 #include "core/status.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
@@ -164,15 +164,11 @@ Result<Options> ParseArgs(int argc, char** argv) {
   return o;
 }
 
+// 256 bits from the kernel (getrandom), as 64 hex characters; "" if there is no random source.
 std::string RandomSecret() {
-  std::random_device device;  // /dev/urandom on Linux
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 8; ++i) {
-    uint32_t word = device();
-    for (int j = 0; j < 8; ++j) s += kHex[(word >> (4 * j)) & 15];
-  }
-  return s;
+  uint8_t bytes[32];
+  if (!braid::crypto::RandomBytes(bytes, sizeof(bytes)).ok()) return "";
+  return braid::crypto::ToHex(bytes, sizeof(bytes));
 }
 
 void WriteAll(int fd, const std::string& text) {
@@ -368,6 +364,10 @@ int Run(int argc, char** argv) {
       return kUsageExit;
     }
     secret = RandomSecret();
+    if (secret.empty()) {
+      Say("cannot generate BRAID_SECRET: no random source (getrandom, /dev/urandom)");
+      return 1;
+    }
   }
 
   // Block the signals we handle before any thread starts (the store server thread inherits the

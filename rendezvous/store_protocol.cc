@@ -121,11 +121,23 @@ Status ReadKeys(Reader* r, const Limits& limits, std::vector<std::string>* keys)
   return Status::Ok();
 }
 
+// A nonce or proof: exactly kAuthBytes.
+Status ReadAuthBytes(Reader* r, std::string* out, const char* what) {
+  BRAID_RETURN_IF_ERROR(r->Bytes(out, kAuthBytes, what));
+  if (out->size() != kAuthBytes) {
+    return Status::InvalidArgument(std::string(what) + " of " + std::to_string(out->size()) +
+                                   " bytes (must be " + std::to_string(kAuthBytes) + ")");
+  }
+  return Status::Ok();
+}
+
 Status DecodeRequestBody(Reader* r, const Limits& limits, Request* q) {
   std::string s;
   switch (q->op) {
     case Op::kHello:
-      return r->Bytes(&q->secret, 4096, "secret");
+      return ReadAuthBytes(r, &q->nonce, "nonce");
+    case Op::kAuth:
+      return ReadAuthBytes(r, &q->proof, "proof");
     case Op::kSet:
     case Op::kAppend:
       q->keys.resize(1);
@@ -242,12 +254,14 @@ const char* OpName(Op op) {
       return "LIST_KEYS";
     case Op::kBarrier:
       return "BARRIER";
+    case Op::kAuth:
+      return "AUTH";
   }
   return "UNKNOWN";
 }
 
 bool IsKnownOp(uint16_t kind) {
-  return kind >= static_cast<uint16_t>(Op::kHello) && kind <= static_cast<uint16_t>(Op::kBarrier);
+  return kind >= static_cast<uint16_t>(Op::kHello) && kind <= static_cast<uint16_t>(Op::kAuth);
 }
 
 bool IsBlockingOp(Op op) {
@@ -348,7 +362,10 @@ size_t EncodedRequestBytes(const Request& q) {
   size_t n = 0;
   switch (q.op) {
     case Op::kHello:
-      n = 4 + q.secret.size();
+      n = 4 + q.nonce.size();
+      break;
+    case Op::kAuth:
+      n = 4 + q.proof.size();
       break;
     case Op::kSet:
     case Op::kAppend:
@@ -391,7 +408,10 @@ std::string EncodeRequest(const Request& q) {
   std::string body;
   switch (q.op) {
     case Op::kHello:
-      PutBytes(&body, q.secret);
+      PutBytes(&body, q.nonce);
+      break;
+    case Op::kAuth:
+      PutBytes(&body, q.proof);
       break;
     case Op::kSet:
     case Op::kAppend:
@@ -457,8 +477,11 @@ Result<std::string> EncodeResponse(Op op, uint32_t request_id, const Response& r
         break;
       case Op::kAdd:
       case Op::kNumKeys:
-      case Op::kHello:
+      case Op::kAuth:
         body_bytes += 8;
+        break;
+      case Op::kHello:
+        body_bytes += 8 + response.values.at(0).size() + response.values.at(1).size();
         break;
       case Op::kCheck:
       case Op::kDeleteKey:
@@ -493,8 +516,12 @@ Result<std::string> EncodeResponse(Op op, uint32_t request_id, const Response& r
       break;
     case Op::kAdd:
     case Op::kNumKeys:
-    case Op::kHello:
+    case Op::kAuth:
       PutI64(&frame, response.number);
+      break;
+    case Op::kHello:
+      PutBytes(&frame, response.values.at(0));
+      PutBytes(&frame, response.values.at(1));
       break;
     case Op::kCheck:
     case Op::kDeleteKey:
@@ -534,8 +561,13 @@ Result<Response> DecodeResponse(Op op, const uint8_t* body, size_t size) {
         break;
       case Op::kAdd:
       case Op::kNumKeys:
-      case Op::kHello:
+      case Op::kAuth:
         if (!r.I64(&out.number)) s = Reader::Truncated("number");
+        break;
+      case Op::kHello:
+        out.values.resize(2);
+        s = ReadAuthBytes(&r, &out.values[0], "server nonce");
+        if (s.ok()) s = ReadAuthBytes(&r, &out.values[1], "server proof");
         break;
       case Op::kCheck:
       case Op::kDeleteKey: {

@@ -21,13 +21,23 @@
 namespace braid::rendezvous::protocol {
 
 inline constexpr uint32_t kMagic = 0x42525354;  // "BRST"
-inline constexpr uint16_t kVersion = 1;
+// Version 2: HELLO/AUTH challenge-response instead of a secret in clear (see "Authentication" in
+// docs/STORE_PROTOCOL.md).
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 16;
 inline constexpr uint16_t kResponseFlag = 0x8000;
 // Room for keys, counts and lengths on top of the largest value in one request frame.
 inline constexpr size_t kFrameOverheadBytes = size_t{1} << 20;
 // Largest response body a server builds and a client accepts (MULTI_GET, LIST_KEYS can be big).
 inline constexpr size_t kMaxResponseBodyBytes = size_t{1} << 30;
+// Nonces and proofs of the handshake are exactly this long (SHA-256 size).
+inline constexpr size_t kAuthBytes = 32;
+// Largest request body a server accepts before the connection has authenticated: a stranger can
+// make it buffer no more than this.
+inline constexpr size_t kMaxHandshakeBodyBytes = 256;
+// The `context` of the store's challenge proofs (core/hmac_sha256.h, ChallengeProof): binds a
+// proof to this protocol and version.
+inline constexpr char kAuthContext[] = "braid-store/2";
 // A timeout_ms of kNoTimeout in GET/WAIT/MULTI_GET/BARRIER means "wait until answered".
 inline constexpr int64_t kNoTimeout = -1;
 
@@ -46,6 +56,7 @@ enum class Op : uint16_t {
   kAppend = 12,
   kListKeys = 13,
   kBarrier = 14,
+  kAuth = 15,
 };
 
 // "SET", "GET", ...; "UNKNOWN(n)" is not returned: unknown ops give "UNKNOWN".
@@ -87,7 +98,8 @@ HeaderCheck ParseHeader(const uint8_t* data, size_t size, size_t max_body_bytes,
                         bool expect_response);
 
 // One request, decoded. Field use per op (docs/STORE_PROTOCOL.md has the byte layout):
-//   HELLO: secret.  SET/APPEND: keys[0], values[0].  GET: keys[0], timeout_ms.
+//   HELLO: nonce (the client's).  AUTH: proof (the client's).
+//   SET/APPEND: keys[0], values[0].  GET: keys[0], timeout_ms.
 //   ADD: keys[0], number (delta).  COMPARE_SET: keys[0], values[0] (expected), values[1] (desired).
 //   WAIT/MULTI_GET: keys, timeout_ms.  CHECK: keys.  DELETE_KEY: keys[0].
 //   MULTI_SET: keys, values (same count).  BARRIER: keys[0], number (n), timeout_ms.
@@ -95,7 +107,8 @@ HeaderCheck ParseHeader(const uint8_t* data, size_t size, size_t max_body_bytes,
 struct Request {
   Op op = Op::kHello;
   uint32_t request_id = 0;
-  std::string secret;
+  std::string nonce;  // HELLO: kAuthBytes
+  std::string proof;  // AUTH: kAuthBytes
   std::vector<std::string> keys;
   std::vector<std::string> values;
   int64_t number = 0;
@@ -124,8 +137,8 @@ std::string EncodeRequest(const Request& request);
 
 // A reply. `code` is a braid::Code; on a non-OK code only `message` travels.
 // Payload per op: GET/COMPARE_SET: values[0]. ADD/NUM_KEYS: number. CHECK/DELETE_KEY: number 0/1.
-// MULTI_GET: values. LIST_KEYS: values (the keys). HELLO: number (server's max_value_bytes).
-// Others: nothing.
+// MULTI_GET: values. LIST_KEYS: values (the keys). HELLO: values[0] (server nonce), values[1]
+// (server proof), both kAuthBytes. AUTH: number (server's max_value_bytes). Others: nothing.
 struct Response {
   Code code = Code::kOk;
   std::string message;

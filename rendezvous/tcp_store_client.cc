@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/hmac_sha256.h"
 #include "rendezvous/store_protocol.h"
 
 namespace braid::rendezvous {
@@ -131,9 +132,6 @@ Result<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::strin
     return Status::InvalidArgument("store port " + std::to_string(port) + " is outside [1, 65535]");
   }
   if (host.empty()) return Status::InvalidArgument("store host is empty");
-  if (secret.size() > 4096) {
-    return Status::InvalidArgument("store secret is longer than 4096 bytes");
-  }
   std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(StripBrackets(host), port, secret));
   {
     std::lock_guard<std::mutex> lock(client->mutex_);
@@ -165,43 +163,76 @@ Status TcpStoreClient::OpenLocked(Deadline deadline, bool retry_until_deadline) 
         std::chrono::milliseconds(std::min(backoff_ms, deadline.RemainingMs())));
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 250);
   }
-  // Greet: magic, version and secret; the reply carries the server's value limit.
+  Status s = HandshakeLocked(deadline);
+  if (!s.ok()) CloseLocked();
+  return s;
+}
+
+Result<p::Response> TcpStoreClient::HandshakeStepLocked(const p::Request& request,
+                                                        Deadline deadline) {
+  const std::string what = p::OpName(request.op);
+  BRAID_RETURN_IF_ERROR(SendAllLocked(p::EncodeRequest(request), deadline, what));
+  uint8_t header[p::kHeaderBytes];
+  BRAID_RETURN_IF_ERROR(RecvAllLocked(header, sizeof(header), deadline, what));
+  p::HeaderCheck check = p::ParseHeader(header, sizeof(header), 4096, true);
+  if (check.error != p::HeaderError::kNone) {
+    return Status::InvalidUsage("store at " + address_ +
+                                " does not speak this store protocol: " + check.message);
+  }
+  if (check.header.kind != (static_cast<uint16_t>(request.op) | p::kResponseFlag) ||
+      check.header.request_id != request.request_id) {
+    return Status::InvalidUsage("store at " + address_ + " answered " + what +
+                                " with another kind of frame");
+  }
+  std::string body(check.header.body_bytes, '\0');
+  if (!body.empty()) {
+    BRAID_RETURN_IF_ERROR(
+        RecvAllLocked(reinterpret_cast<uint8_t*>(&body[0]), body.size(), deadline, what));
+  }
+  Result<p::Response> reply = p::DecodeResponse(
+      request.op, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  if (!reply.ok()) return reply.status().WithContext("store at " + address_);
+  if (reply->code != Code::kOk) {
+    std::string hint;
+    if (request.op == p::Op::kAuth && secret_.empty()) {
+      hint = " (this client has no secret: is BRAID_SECRET set on this rank?)";
+    }
+    return Status(reply->code,
+                  "store at " + address_ + " refused " + what + ": " + reply->message + hint);
+  }
+  return reply;
+}
+
+Status TcpStoreClient::HandshakeLocked(Deadline deadline) {
+  // HELLO carries our nonce; the reply carries the server's nonce and its proof over both.
   p::Request hello;
   hello.op = p::Op::kHello;
   hello.request_id = next_request_id_++;
-  hello.secret = secret_;
-  std::string what = "HELLO";
-  Status s = SendAllLocked(p::EncodeRequest(hello), deadline, what);
-  uint8_t header[p::kHeaderBytes];
-  if (s.ok()) s = RecvAllLocked(header, sizeof(header), deadline, what);
-  p::HeaderCheck check;
-  if (s.ok()) {
-    check = p::ParseHeader(header, sizeof(header), 4096, true);
-    if (check.error != p::HeaderError::kNone) {
-      s = Status::InvalidUsage("store at " + address_ +
-                               " does not speak this store protocol: " + check.message);
-    } else if (check.header.kind != (static_cast<uint16_t>(p::Op::kHello) | p::kResponseFlag)) {
-      s = Status::InvalidUsage("store at " + address_ + " answered HELLO with another kind");
-    }
+  BRAID_ASSIGN_OR_RETURN(hello.nonce, crypto::NewNonce());
+  BRAID_ASSIGN_OR_RETURN(p::Response challenge, HandshakeStepLocked(hello, deadline));
+  const std::string& server_nonce = challenge.values.at(0);
+  const std::string& server_proof = challenge.values.at(1);
+  // AUTH carries our proof; the server admits us (and tells its value limit) or closes. We check
+  // the server's proof only after sending ours, so that a server with another secret is the one
+  // that logs "wrong secret" with our address (the proofs reveal nothing about the secret).
+  p::Request auth;
+  auth.op = p::Op::kAuth;
+  auth.request_id = next_request_id_++;
+  crypto::Digest proof = crypto::ChallengeProof(secret_, crypto::ProofRole::kClient,
+                                                p::kAuthContext, hello.nonce, server_nonce);
+  auth.proof.assign(proof.begin(), proof.end());
+  BRAID_ASSIGN_OR_RETURN(p::Response welcome, HandshakeStepLocked(auth, deadline));
+  crypto::Digest expected = crypto::ChallengeProof(secret_, crypto::ProofRole::kServer,
+                                                   p::kAuthContext, hello.nonce, server_nonce);
+  if (server_proof.size() != expected.size() ||
+      !crypto::ConstantTimeEqual(expected.data(), server_proof.data(), expected.size())) {
+    return Status::InvalidUsage(
+        "store at " + address_ +
+        " could not prove that it holds this job's secret: it is not this job's store (another "
+        "job's store on that address, or a server started with another secret)");
   }
-  std::string body;
-  if (s.ok()) {
-    body.resize(check.header.body_bytes);
-    s = RecvAllLocked(reinterpret_cast<uint8_t*>(&body[0]), body.size(), deadline, what);
-  }
-  if (s.ok()) {
-    Result<p::Response> reply = p::DecodeResponse(
-        p::Op::kHello, reinterpret_cast<const uint8_t*>(body.data()), body.size());
-    if (!reply.ok()) {
-      s = reply.status().WithContext("store at " + address_);
-    } else if (reply->code != Code::kOk) {
-      s = Status(reply->code, "store at " + address_ + " refused HELLO: " + reply->message);
-    } else {
-      server_max_value_bytes_ = static_cast<size_t>(std::max<int64_t>(reply->number, 0));
-    }
-  }
-  if (!s.ok()) CloseLocked();
-  return s;
+  server_max_value_bytes_ = static_cast<size_t>(std::max<int64_t>(welcome.number, 0));
+  return Status::Ok();
 }
 
 Status TcpStoreClient::SendAllLocked(const std::string& bytes, Deadline deadline,
@@ -266,6 +297,7 @@ std::string TcpStoreClient::Describe(const p::Request& q) {
     case p::Op::kNumKeys:
     case p::Op::kListKeys:
     case p::Op::kHello:
+    case p::Op::kAuth:
       return text;
     default:
       return text + " of key " + p::PrintableKey(q.keys[0]);

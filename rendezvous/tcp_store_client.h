@@ -32,9 +32,11 @@ struct Response;
 class TcpStoreClient : public Store {
  public:
   // Connects to host:port (a name, or an IPv4/IPv6 literal; "[::1]" brackets accepted), retrying
-  // while the server is not up yet, until `deadline`; then sends HELLO with the protocol's magic,
-  // version and `secret`. Errors: kTimeout naming host:port if no server answered in time;
-  // kInvalidUsage if the server rejected the secret or speaks another protocol version.
+  // while the server is not up yet, until `deadline`; then authenticates both ways with `secret`
+  // (HELLO/AUTH challenge-response; the secret itself is never sent; "" = no authentication, which
+  // only a server without a secret accepts). Errors: kTimeout naming host:port if no server
+  // answered in time; kInvalidUsage if the server refused our proof (another secret), could not
+  // prove its own, or speaks another protocol version.
   static Result<std::unique_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
                                                          const std::string& secret,
                                                          Deadline deadline);
@@ -79,6 +81,11 @@ class TcpStoreClient : public Store {
   // connects (Connect) rather than failing on the first (lazy reconnects).
   Status OpenLocked(Deadline deadline, bool retry_until_deadline);
   void CloseLocked();
+  // mutex_ held, connection open: HELLO/AUTH both ways (docs/STORE_PROTOCOL.md).
+  Status HandshakeLocked(Deadline deadline);
+  // mutex_ held: one request of the handshake and its reply (a non-OK reply becomes the Status).
+  Result<protocol::Response> HandshakeStepLocked(const protocol::Request& request,
+                                                 Deadline deadline);
   Status SendAllLocked(const std::string& bytes, Deadline deadline, const std::string& what);
   Status RecvAllLocked(uint8_t* data, size_t size, Deadline deadline, const std::string& what);
   // A description of the request for error messages: "GET 'key'".
@@ -93,7 +100,7 @@ class TcpStoreClient : public Store {
   std::mutex mutex_;
   int fd_ = -1;
   uint32_t next_request_id_ = 1;
-  size_t server_max_value_bytes_ = 0;  // learned from HELLO
+  size_t server_max_value_bytes_ = 0;  // learned from AUTH
 };
 
 }  // namespace braid::rendezvous

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/hmac_sha256.h"
 #include "core/logging.h"
 #include "rendezvous/store_protocol.h"
 
@@ -22,14 +23,6 @@ namespace p = protocol;
 using asio::ip::tcp;
 
 namespace {
-
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
-}
 
 std::string EndpointText(const tcp::endpoint& ep) {
   std::string addr = ep.address().to_string();
@@ -95,6 +88,10 @@ class ServerCore {
   std::atomic<int64_t> stat_waiters{0};
   std::atomic<int64_t> stat_keys{0};
   std::atomic<int64_t> stat_error_closes{0};
+  std::atomic<int64_t> stat_accepted{0};
+  std::atomic<int64_t> stat_authenticated{0};
+  std::atomic<int64_t> stat_refused{0};
+  std::atomic<int64_t> stat_wrong_secrets{0};
 
  private:
   bool AllPresent(const std::vector<std::string>& keys) const;
@@ -113,14 +110,24 @@ class ServerCore {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(ServerCore* core, tcp::socket socket) : core_(core), socket_(std::move(socket)) {
+  Session(ServerCore* core, tcp::socket socket)
+      : core_(core), socket_(std::move(socket)), handshake_timer_(core->io) {
     asio::error_code ec;
     tcp::endpoint ep = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer") : EndpointText(ep);
     socket_.set_option(tcp::no_delay(true), ec);
   }
 
-  void Start() { MaybeRead(); }
+  void Start() {
+    const int64_t ms = core_->options.handshake_timeout_ms;
+    handshake_timer_.expires_after(std::chrono::milliseconds(ms));
+    auto self = shared_from_this();
+    handshake_timer_.async_wait([self, ms](const asio::error_code& ec) {
+      if (ec || self->closed_ || self->state_ == AuthState::kReady) return;
+      self->Close("did not authenticate within " + std::to_string(ms) + " ms", true);
+    });
+    MaybeRead();
+  }
 
   // Queues a reply. Safe to call after Close (it is dropped).
   void Reply(p::Op op, uint32_t request_id, const p::Response& response) {
@@ -147,11 +154,19 @@ class Session : public std::enable_shared_from_this<Session> {
     CloseAfterWrite(reason);
   }
 
-  // Closes now; `is_error` logs a warning (protocol violation) rather than an info line.
+  // Closes now; `is_error` logs a warning (protocol violation) rather than an info line. A
+  // connection that never authenticated is always refused with a warning.
   void Close(const std::string& reason, bool is_error) {
     if (closed_) return;
     closed_ = true;
-    if (is_error) {
+    handshake_timer_.cancel();
+    if (state_ != AuthState::kReady && !core_->shutting_down) {
+      core_->stat_error_closes++;
+      core_->stat_refused++;
+      BRAID_LOG(kWarn, core_->options.rank_for_logs)
+          << core_->Tag() << "refused connection from " << peer_
+          << " before it authenticated: " << reason;
+    } else if (is_error) {
       core_->stat_error_closes++;
       BRAID_LOG(kWarn, core_->options.rank_for_logs)
           << core_->Tag() << "closing connection from " << peer_ << ": " << reason;
@@ -206,8 +221,10 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       return;
     }
-    p::HeaderCheck check =
-        p::ParseHeader(header_, sizeof(header_), core_->limits.max_request_body_bytes(), false);
+    // Until the peer has authenticated, only the handshake's small frames are accepted.
+    const size_t max_body = state_ == AuthState::kReady ? core_->limits.max_request_body_bytes()
+                                                        : p::kMaxHandshakeBodyBytes;
+    p::HeaderCheck check = p::ParseHeader(header_, sizeof(header_), max_body, false);
     header_info_ = check.header;
     switch (check.error) {
       case p::HeaderError::kNone:
@@ -278,28 +295,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     p::Request request = std::move(decoded).value();
-    if (!hello_done_) {
-      if (request.op != p::Op::kHello) {
-        std::string why = std::string("sent ") + p::OpName(request.op) + " before HELLO";
-        ReplyAndClose(request.op, request.request_id, Error(Code::kInvalidUsage, why), why);
-        return;
-      }
-      if (!core_->options.secret.empty() &&
-          !ConstantTimeEquals(request.secret, core_->options.secret)) {
-        std::string why = "HELLO carried a wrong secret (is BRAID_SECRET the same on every rank?)";
-        ReplyAndClose(request.op, request.request_id, Error(Code::kInvalidUsage, why), why);
-        return;
-      }
-      hello_done_ = true;
-      p::Response hello;
-      hello.number = static_cast<int64_t>(core_->options.max_value_bytes);
-      Reply(request.op, request.request_id, hello);
-      MaybeRead();
+    if (state_ != AuthState::kReady) {
+      OnHandshake(std::move(request));
       return;
     }
-    if (request.op == p::Op::kHello) {
-      ReplyAndClose(request.op, request.request_id, Error(Code::kInvalidUsage, "second HELLO"),
-                    "sent a second HELLO");
+    if (request.op == p::Op::kHello || request.op == p::Op::kAuth) {
+      std::string why = std::string("sent ") + p::OpName(request.op) + " after the handshake";
+      ReplyAndClose(request.op, request.request_id, Error(Code::kInvalidUsage, why), why);
       return;
     }
     auto self = shared_from_this();
@@ -310,6 +312,62 @@ class Session : public std::enable_shared_from_this<Session> {
       ReplyAndClose(op, header_info_.request_id, Error(Code::kInternalError, why), why);
       return;
     }
+    MaybeRead();
+  }
+
+  // HELLO (the client's nonce) is answered with this connection's nonce and the server's proof;
+  // AUTH (the client's proof over both nonces) admits the connection or closes it. A fresh nonce
+  // per connection makes captured handshake bytes worthless on any other connection.
+  void OnHandshake(p::Request request) {
+    const p::Op op = request.op;
+    const uint32_t id = request.request_id;
+    if (state_ == AuthState::kAwaitHello) {
+      if (op != p::Op::kHello) {
+        std::string why = std::string("sent ") + p::OpName(op) + " before HELLO";
+        ReplyAndClose(op, id, Error(Code::kInvalidUsage, why), why);
+        return;
+      }
+      Result<std::string> nonce = crypto::NewNonce();
+      if (!nonce.ok()) {
+        ReplyAndClose(op, id, Error(Code::kSystemError, nonce.status().message()),
+                      nonce.status().message());
+        return;
+      }
+      client_nonce_ = std::move(request.nonce);
+      server_nonce_ = std::move(nonce).value();
+      crypto::Digest proof =
+          crypto::ChallengeProof(core_->options.secret, crypto::ProofRole::kServer,
+                                 p::kAuthContext, client_nonce_, server_nonce_);
+      p::Response challenge;
+      challenge.values = {server_nonce_, std::string(proof.begin(), proof.end())};
+      state_ = AuthState::kAwaitAuth;
+      Reply(op, id, challenge);
+      MaybeRead();
+      return;
+    }
+    if (op != p::Op::kAuth) {
+      std::string why = std::string("sent ") + p::OpName(op) + " where AUTH was expected";
+      ReplyAndClose(op, id, Error(Code::kInvalidUsage, why), why);
+      return;
+    }
+    crypto::Digest expected =
+        crypto::ChallengeProof(core_->options.secret, crypto::ProofRole::kClient, p::kAuthContext,
+                               client_nonce_, server_nonce_);
+    if (request.proof.size() != expected.size() ||
+        !crypto::ConstantTimeEqual(expected.data(), request.proof.data(), expected.size())) {
+      core_->stat_wrong_secrets++;
+      std::string why =
+          "wrong secret: its AUTH proof does not match this store's secret (a rank of another "
+          "job, a replayed handshake, or BRAID_SECRET / the unique id differs between ranks)";
+      ReplyAndClose(op, id, Error(Code::kInvalidUsage, why), why);
+      return;
+    }
+    state_ = AuthState::kReady;
+    handshake_timer_.cancel();
+    core_->stat_authenticated++;
+    p::Response welcome;
+    welcome.number = static_cast<int64_t>(core_->options.max_value_bytes);
+    Reply(op, id, welcome);
     MaybeRead();
   }
 
@@ -335,8 +393,14 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
+  enum class AuthState { kAwaitHello, kAwaitAuth, kReady };
+
   ServerCore* core_;
   tcp::socket socket_;
+  asio::steady_timer handshake_timer_;  // closes a connection that does not authenticate in time
+  AuthState state_ = AuthState::kAwaitHello;
+  std::string client_nonce_;
+  std::string server_nonce_;
   std::string peer_;
   uint8_t header_[p::kHeaderBytes];
   p::FrameHeader header_info_;
@@ -346,7 +410,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool reading_ = false;
   bool writing_ = false;
   bool closed_ = false;
-  bool hello_done_ = false;
   bool close_after_write_ = false;
   std::string close_reason_;
   uint64_t parked_waiter_ = 0;
@@ -369,6 +432,7 @@ void ServerCore::Accept(tcp::acceptor* acceptor) {
       return;
     }
     auto session = std::make_shared<Session>(this, std::move(socket));
+    stat_accepted++;
     sessions.insert(session);
     stat_connections = static_cast<int64_t>(sessions.size());
     session->Start();
@@ -667,6 +731,7 @@ void ServerCore::Handle(const std::shared_ptr<Session>& session, p::Request q) {
       Barrier(session, std::move(q));
       return;
     case p::Op::kHello:
+    case p::Op::kAuth:
       break;  // handled by the session
   }
   reply(Error(Code::kInternalError, "unhandled op"));
@@ -705,6 +770,11 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
     return Status::InvalidArgument("store server max_value_bytes " +
                                    std::to_string(options.max_value_bytes) +
                                    " must be in [1, 4 GiB - 1 MiB]");
+  }
+  if (options.handshake_timeout_ms <= 0) {
+    return Status::InvalidArgument("store server handshake_timeout_ms " +
+                                   std::to_string(options.handshake_timeout_ms) +
+                                   " must be positive");
   }
   auto core = std::make_unique<ServerCore>(std::move(options));
   const uint16_t want = static_cast<uint16_t>(port);
@@ -778,6 +848,10 @@ StoreServerStats TcpStoreServer::Stats() const {
   s.parked_waiters = core_->stat_waiters.load();
   s.keys = core_->stat_keys.load();
   s.connections_closed_for_errors = core_->stat_error_closes.load();
+  s.connections_accepted = core_->stat_accepted.load();
+  s.connections_authenticated = core_->stat_authenticated.load();
+  s.handshakes_refused = core_->stat_refused.load();
+  s.wrong_secrets = core_->stat_wrong_secrets.load();
   return s;
 }
 

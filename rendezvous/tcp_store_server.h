@@ -6,6 +6,13 @@
 // WAIT, MULTI_GET, BARRIER) never block that thread: they park a waiter that is answered when the
 // keys appear, when the barrier fills, or when the waiter's timer fires.
 //
+// Authentication: every connection starts with a challenge-response handshake over the job's
+// secret (HELLO with the client's nonce, answered with the server's nonce and proof; AUTH with the
+// client's proof; docs/STORE_PROTOCOL.md). The secret never travels. Until a connection has
+// authenticated it may send only those two small frames, within handshake_timeout_ms; anything
+// else (a stranger, garbage, a rank of another job with another secret, a replayed handshake)
+// closes it with a warning naming the remote address, and the server keeps serving the others.
+//
 // Robustness contract: a client that vanishes mid-request, sends a malformed or oversized frame,
 // or never completes a frame affects only its own connection (closed with a logged reason; its
 // waiters dropped). Every length is validated before anything is allocated, and a frame body is
@@ -24,8 +31,12 @@
 namespace braid::rendezvous {
 
 struct StoreServerOptions {
-  // If non-empty, a client's HELLO must carry exactly this secret.
+  // The job's secret: a client must prove it holds the same one (HMAC challenge-response). Empty
+  // means no authentication: any client that also uses the empty secret gets in (tests, or
+  // env:// without BRAID_SECRET); a client with a non-empty secret then refuses this server.
   std::string secret;
+  // A connection that has not authenticated within this time is closed.
+  int64_t handshake_timeout_ms = 30 * 1000;
   // Largest value (and, with a fixed overhead, request frame) accepted.
   size_t max_value_bytes = 64u << 20;
   // Rank printed in this server's log lines (-1: none).
@@ -38,6 +49,14 @@ struct StoreServerStats {
   int64_t parked_waiters = 0;
   int64_t keys = 0;
   int64_t connections_closed_for_errors = 0;
+  // Totals since start.
+  int64_t connections_accepted = 0;
+  int64_t connections_authenticated = 0;
+  // Closed before completing the handshake, for any reason (garbage, a wrong proof, silence,
+  // disconnect); every one is logged with BRAID_LOG(kWarn) naming the remote address.
+  int64_t handshakes_refused = 0;
+  // Of those, the ones whose AUTH proof did not match the secret.
+  int64_t wrong_secrets = 0;
 };
 
 class ServerCore;  // tcp_store_server.cc: io_context, acceptors, sessions, store state

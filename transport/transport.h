@@ -23,6 +23,9 @@ struct TransportContext {
   // Identifies the communicator; a handshake carrying another id is refused, so a connection
   // from another job or another communicator never gets mixed in.
   uint64_t comm_id = 0;
+  // The communicator's secret (the unique id's token; BRAID_SECRET under env://): a connection
+  // is made only between parties that prove they hold it. "" = no authentication (both sides).
+  std::string secret;
   Config config;
 };
 

@@ -19,7 +19,10 @@ Request Make(Op op) {
   q.request_id = 77;
   switch (op) {
     case Op::kHello:
-      q.secret = "s3cret";
+      q.nonce = std::string(kAuthBytes, 'n');
+      break;
+    case Op::kAuth:
+      q.proof = std::string(kAuthBytes, '\x9c');
       break;
     case Op::kSet:
     case Op::kAppend:
@@ -67,7 +70,8 @@ Request Make(Op op) {
 
 const Op kAllOps[] = {Op::kHello,    Op::kSet,    Op::kGet,       Op::kAdd,     Op::kCompareSet,
                       Op::kWait,     Op::kCheck,  Op::kDeleteKey, Op::kNumKeys, Op::kMultiGet,
-                      Op::kMultiSet, Op::kAppend, Op::kListKeys,  Op::kBarrier};
+                      Op::kMultiSet, Op::kAppend, Op::kListKeys,  Op::kBarrier,
+                      Op::kAuth};
 
 TEST_CASE("every request round-trips through the frame parser", "[store][protocol]") {
   Limits limits;
@@ -82,7 +86,8 @@ TEST_CASE("every request round-trips through the frame parser", "[store][protoco
     const Request& r = parsed.request;
     CHECK(r.op == q.op);
     CHECK(r.request_id == 77);
-    CHECK(r.secret == q.secret);
+    CHECK(r.nonce == q.nonce);
+    CHECK(r.proof == q.proof);
     CHECK(r.keys == q.keys);
     CHECK(r.values == q.values);
     CHECK(r.number == q.number);
@@ -108,6 +113,7 @@ TEST_CASE("responses round-trip", "[store][protocol]") {
     Response r = ok;
     if (op == Op::kGet || op == Op::kCompareSet) r.values = {"value"};
     if (op == Op::kCheck || op == Op::kDeleteKey) r.number = 1;
+    if (op == Op::kHello) r.values = {std::string(kAuthBytes, 'a'), std::string(kAuthBytes, 'b')};
     Result<std::string> frame = EncodeResponse(op, 9, r);
     REQUIRE(frame.ok());
     HeaderCheck check = ParseHeader(Bytes(*frame), frame->size(), kMaxResponseBodyBytes, true);
@@ -124,11 +130,12 @@ TEST_CASE("responses round-trip", "[store][protocol]") {
       case Op::kCompareSet:
       case Op::kMultiGet:
       case Op::kListKeys:
+      case Op::kHello:
         CHECK(back->values == r.values);
         break;
       case Op::kAdd:
       case Op::kNumKeys:
-      case Op::kHello:
+      case Op::kAuth:
       case Op::kCheck:
       case Op::kDeleteKey:
         CHECK(back->number == r.number);
@@ -230,8 +237,13 @@ TEST_CASE("bodies with bad lengths, counts or trailing bytes are rejected", "[st
   CHECK(decode(3, i64(kNoTimeout) + u32(1) + "k").state == S::kFrame);
   CHECK(decode(14, i64(0) + u32(1) + "k" + i64(0)).state == S::kError);
   CHECK(decode(14, i64(0) + u32(1) + "k" + i64(1)).state == S::kFrame);
-  // HELLO secret over 4096 bytes.
+  // HELLO nonces and AUTH proofs are exactly kAuthBytes.
   CHECK(decode(1, u32(5000) + std::string(5000, 's')).state == S::kError);
+  CHECK(decode(1, u32(31) + std::string(31, 's')).state == S::kError);
+  CHECK(decode(1, u32(32) + std::string(32, 's')).state == S::kFrame);
+  CHECK(decode(15, u32(0)).state == S::kError);
+  CHECK(decode(15, u32(32) + std::string(32, 'p')).state == S::kFrame);
+  CHECK(decode(15, u32(32) + std::string(33, 'p')).state == S::kError);
 }
 
 TEST_CASE("random and mutated input never crashes the parser", "[store][protocol]") {
@@ -274,7 +286,7 @@ TEST_CASE("random and mutated input never crashes the parser", "[store][protocol
     }
     // Responses too.
     if (buf.size() > kHeaderBytes) {
-      (void)DecodeResponse(static_cast<Op>(1 + rng() % 14), Bytes(buf) + kHeaderBytes,
+      (void)DecodeResponse(static_cast<Op>(1 + rng() % 15), Bytes(buf) + kHeaderBytes,
                            buf.size() - kHeaderBytes);
     }
   }

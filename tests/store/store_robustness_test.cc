@@ -41,6 +41,22 @@ bool StillServes(int port) {
   return store->Set(key, "yes", Soon()).ok() && store->Get(key, Soon()).ok();
 }
 
+p::Request HelloRequest() {
+  p::Request q;
+  q.op = p::Op::kHello;
+  q.request_id = 1;
+  q.nonce = std::string(p::kAuthBytes, 'n');
+  return q;
+}
+
+p::Request AuthRequest(const std::string& proof) {
+  p::Request q;
+  q.op = p::Op::kAuth;
+  q.request_id = 2;
+  q.proof = proof;
+  return q;
+}
+
 p::Request GetRequest(const std::string& key, int64_t timeout_ms) {
   p::Request q;
   q.op = p::Op::kGet;
@@ -151,13 +167,19 @@ TEST_CASE("malformed frames close only that connection, with a reason", "[store]
       {"key longer than body", true, Header(p::kMagic, p::kVersion, 2, 8) + U32(100) + "abcd",
        "SET"},
       {"op before HELLO", false, p::EncodeRequest(GetRequest("k", 0)), "before HELLO"},
-      {"second HELLO", true,
-       [] {
-         p::Request hello;
-         hello.op = p::Op::kHello;
-         return p::EncodeRequest(hello);
-       }(),
-       "second HELLO"},
+      {"second HELLO", true, p::EncodeRequest(HelloRequest()), "after the handshake"},
+      {"AUTH before HELLO", false, p::EncodeRequest(AuthRequest(std::string(32, 'p'))),
+       "before HELLO"},
+      {"GET between HELLO and AUTH", false,
+       p::EncodeRequest(HelloRequest()) + p::EncodeRequest(GetRequest("k", 0)),
+       "where AUTH was expected"},
+      {"a wrong proof", false,
+       p::EncodeRequest(HelloRequest()) + p::EncodeRequest(AuthRequest(std::string(32, 'p'))),
+       "wrong secret"},
+      {"a large frame before authenticating", false,
+       Header(p::kMagic, p::kVersion, 2, 1000), "exceeds the limit of 256"},
+      {"a short nonce", false, Header(p::kMagic, p::kVersion, 1, 8) + U32(4) + "abcd",
+       "nonce of 4 bytes"},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -302,24 +324,45 @@ class SilentServer {
       if (c < 0) continue;
       conns_.push_back(c);
       accepted_++;
-      // Read the HELLO frame and answer it; then stay silent.
-      char buf[4096];
-      ssize_t got = 0;
-      while (got < static_cast<ssize_t>(p::kHeaderBytes + 4)) {
-        ssize_t n = ::recv(c, buf + got, sizeof(buf) - static_cast<size_t>(got), 0);
-        if (n <= 0) break;
-        got += n;
-      }
-      p::Response hello;
-      hello.number = 1 << 20;
-      std::string frame = p::EncodeResponse(p::Op::kHello, 1, hello).value();
-      // Use the client's request id so the reply matches.
-      frame[8] = buf[8];
-      frame[9] = buf[9];
-      frame[10] = buf[10];
-      frame[11] = buf[11];
-      (void)::send(c, frame.data(), frame.size(), MSG_NOSIGNAL);
+      // Answer HELLO and AUTH as a server with the empty secret would; then stay silent.
+      std::string hello = ReadFrame(c);
+      if (hello.size() != p::kHeaderBytes + 4 + p::kAuthBytes) continue;
+      const std::string client_nonce = hello.substr(p::kHeaderBytes + 4);
+      const std::string server_nonce(p::kAuthBytes, 's');
+      crypto::Digest proof = crypto::ChallengeProof("", crypto::ProofRole::kServer,
+                                                    p::kAuthContext, client_nonce, server_nonce);
+      p::Response challenge;
+      challenge.values = {server_nonce, std::string(proof.begin(), proof.end())};
+      Answer(c, p::Op::kHello, hello, challenge);
+      std::string auth = ReadFrame(c);
+      p::Response welcome;
+      welcome.number = 1 << 20;
+      Answer(c, p::Op::kAuth, auth, welcome);
     }
+  }
+  // Reads one whole request frame (blocking); "" if the peer went away.
+  static std::string ReadFrame(int c) {
+    std::string frame;
+    size_t need = p::kHeaderBytes;
+    char buf[4096];
+    while (frame.size() < need) {
+      ssize_t n = ::recv(c, buf, std::min(sizeof(buf), need - frame.size()), 0);
+      if (n <= 0) return "";
+      frame.append(buf, static_cast<size_t>(n));
+      if (frame.size() == p::kHeaderBytes) {
+        need += (uint32_t{static_cast<uint8_t>(frame[12])} << 24) |
+                (uint32_t{static_cast<uint8_t>(frame[13])} << 16) |
+                (uint32_t{static_cast<uint8_t>(frame[14])} << 8) | static_cast<uint8_t>(frame[15]);
+      }
+    }
+    return frame;
+  }
+  // Replies to `request` (its request id) with `response`.
+  static void Answer(int c, p::Op op, const std::string& request, const p::Response& response) {
+    if (request.size() < p::kHeaderBytes) return;
+    std::string frame = p::EncodeResponse(op, 1, response).value();
+    for (int i = 8; i < 12; ++i) frame[i] = request[i];
+    (void)::send(c, frame.data(), frame.size(), MSG_NOSIGNAL);
   }
   int fd_ = -1;
   int port_ = 0;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/deadline.h"
+#include "core/hmac_sha256.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
@@ -78,6 +79,7 @@ class RawSocket {
     fd_ = -1;
   }
   bool Send(const std::string& bytes) {
+    sent_ += bytes;
     size_t sent = 0;
     while (sent < bytes.size()) {
       ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
@@ -128,24 +130,51 @@ class RawSocket {
     *body = bytes.substr(protocol::kHeaderBytes);
     return true;
   }
-  // HELLO and its OK reply.
-  bool Hello(const std::string& secret = "") {
-    protocol::Request hello;
-    hello.op = protocol::Op::kHello;
-    hello.request_id = 1;
-    hello.secret = secret;
-    if (!Send(protocol::EncodeRequest(hello))) return false;
+  // Sends `request` and reads its reply; false if none came or it did not decode.
+  bool Exchange(const protocol::Request& request, protocol::Response* reply) {
+    if (!Send(protocol::EncodeRequest(request))) return false;
     protocol::FrameHeader header;
     std::string body;
     if (!ReadFrame(5000, &header, &body)) return false;
-    auto reply = protocol::DecodeResponse(
-        protocol::Op::kHello, reinterpret_cast<const uint8_t*>(body.data()), body.size());
-    return reply.ok() && reply->code == Code::kOk;
+    auto decoded = protocol::DecodeResponse(
+        request.op, reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    if (!decoded.ok()) return false;
+    *reply = std::move(decoded).value();
+    return true;
+  }
+  // HELLO: sends a fresh client nonce; returns the server's nonce (empty on failure).
+  std::string SendHello() {
+    protocol::Request hello;
+    hello.op = protocol::Op::kHello;
+    hello.request_id = 1;
+    hello.nonce = crypto::NewNonce().value();
+    client_nonce_ = hello.nonce;
+    protocol::Response reply;
+    if (!Exchange(hello, &reply) || reply.code != Code::kOk) return "";
+    return reply.values.at(0);
+  }
+  // The whole handshake with `secret`, as TcpStoreClient does it; true if the server admitted us.
+  bool Hello(const std::string& secret = "") {
+    std::string server_nonce = SendHello();
+    if (server_nonce.empty()) return false;
+    protocol::Request auth;
+    auth.op = protocol::Op::kAuth;
+    auth.request_id = 2;
+    crypto::Digest proof = crypto::ChallengeProof(secret, crypto::ProofRole::kClient,
+                                                  protocol::kAuthContext, client_nonce_,
+                                                  server_nonce);
+    auth.proof.assign(proof.begin(), proof.end());
+    protocol::Response reply;
+    return Exchange(auth, &reply) && reply.code == Code::kOk;
   }
   int fd() const { return fd_; }
+  // Every byte sent so far (to replay a handshake).
+  const std::string& sent() const { return sent_; }
 
  private:
   int fd_ = -1;
+  std::string sent_;
+  std::string client_nonce_;
 };
 
 }  // namespace braid::rendezvous::testing

@@ -6,6 +6,7 @@
 #include <asio.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/hmac_sha256.h"
 #include "core/logging.h"
 #include "core/net_interfaces.h"
 #include "transport/tcp/tcp_connection.h"
@@ -22,8 +24,8 @@
 namespace braid::transport::tcp {
 namespace {
 
-// A connected socket that sends no hello within this time is dropped (a legitimate peer sends it
-// right after connecting; this only bounds what a silent stranger can hold).
+// A connected socket that has not completed the handshake within this time is dropped (a
+// legitimate peer does it right after connecting; this only bounds what a silent stranger holds).
 constexpr int64_t kHandshakeTimeoutMs = 30 * 1000;
 // Backoff between dials while the peer's listener refuses.
 constexpr int kFirstRetryMs = 10;
@@ -53,6 +55,38 @@ void TuneSocket(Tcp::socket& socket) {
   asio::error_code ignored;
   socket.set_option(Tcp::no_delay(true), ignored);
   socket.set_option(asio::socket_base::keep_alive(true), ignored);
+}
+
+std::string AuthBytes(const uint8_t (&field)[kAuthBytes]) {
+  return std::string(reinterpret_cast<const char*>(field), kAuthBytes);
+}
+
+void SetAuthBytes(uint8_t (&field)[kAuthBytes], const crypto::Digest& digest) {
+  static_assert(sizeof(field) == std::tuple_size<crypto::Digest>::value, "proof size");
+  std::memcpy(field, digest.data(), kAuthBytes);
+}
+
+bool ProofMatches(const uint8_t (&field)[kAuthBytes], const crypto::Digest& expected) {
+  return crypto::ConstantTimeEqual(field, expected.data(), kAuthBytes);
+}
+
+// Reads one handshake frame into `*frame`: the prefix every version shares, then, if the prefix
+// is of this version, the rest. A prefix of another magic or version completes `done` at once so
+// that CheckFrame names the problem instead of waiting for bytes the peer will never send. The
+// caller keeps `socket` and `frame` alive (its shared state is captured by `done`).
+template <typename Done>
+void ReadFrame(Tcp::socket& socket, HandshakeFrame* frame, Done done) {
+  asio::async_read(
+      socket, asio::buffer(frame, kHandshakePrefixBytes),
+      [&socket, frame, done](const asio::error_code& ec, size_t) {
+        if (ec || frame->magic != kHandshakeMagic || frame->version != kWireVersion) {
+          return done(ec);
+        }
+        asio::async_read(socket,
+                         asio::buffer(reinterpret_cast<uint8_t*>(frame) + kHandshakePrefixBytes,
+                                      sizeof(HandshakeFrame) - kHandshakePrefixBytes),
+                         [done](const asio::error_code& rest_ec, size_t) { done(rest_ec); });
+      });
 }
 
 // What is wrong with `frame`, or "" if it is a valid frame of `kind` from `expected_sender`
@@ -89,14 +123,18 @@ std::string CheckFrame(const HandshakeFrame& frame, HandshakeKind kind, uint64_t
   return "";
 }
 
-// A socket accepted by the listener, waiting for its hello. io thread only.
+// A socket accepted by the listener, going through the handshake. io thread only.
 struct PendingHandshake {
   explicit PendingHandshake(Tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
   Tcp::socket socket;
   asio::steady_timer timer;
   std::string from;
-  HandshakeFrame hello;
-  HandshakeFrame answer;
+  HandshakeFrame hello;      // read
+  HandshakeFrame challenge;  // written
+  HandshakeFrame proof;      // read
+  HandshakeFrame answer;     // written
+  std::string client_nonce;
+  std::string server_nonce;
 };
 
 // One Connect dialing a higher rank. The io thread owns `socket` until `done` completes OK;
@@ -110,8 +148,12 @@ struct ConnectAttempt {
   std::string address;
   int peer = -1;
   int retry_ms = kFirstRetryMs;
-  HandshakeFrame hello;
-  HandshakeFrame answer;
+  HandshakeFrame hello;      // written
+  HandshakeFrame challenge;  // read
+  HandshakeFrame proof;      // written
+  HandshakeFrame answer;     // read
+  std::string client_nonce;
+  bool listener_proved = false;  // the challenge carried a valid proof of the secret
   RequestPtr done = std::make_shared<Request>();
 
   std::mutex mutex;  // guards last_error (written on the io thread, read by Connect)
@@ -188,12 +230,13 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     hs->timer.expires_after(std::chrono::milliseconds(kHandshakeTimeoutMs));
     hs->timer.async_wait([self = shared_from_this(), hs](const asio::error_code& timer_ec) {
       if (timer_ec) return;  // cancelled: the handshake finished first
-      self->Refuse(hs, "sent no handshake within " + std::to_string(kHandshakeTimeoutMs) + " ms");
+      self->Refuse(hs, "did not complete the handshake within " +
+                           std::to_string(kHandshakeTimeoutMs) + " ms");
     });
-    asio::async_read(hs->socket, asio::buffer(&hs->hello, sizeof(hs->hello)),
-                     [self = shared_from_this(), hs](const asio::error_code& read_ec, size_t) {
-                       self->OnHello(hs, read_ec);
-                     });
+    ReadFrame(hs->socket, &hs->hello,
+              [self = shared_from_this(), hs](const asio::error_code& read_ec) {
+                self->OnHello(hs, read_ec);
+              });
   }
 
   void Refuse(const std::shared_ptr<PendingHandshake>& hs, const std::string& why) {
@@ -204,6 +247,24 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     hs->socket.close(ignored);
   }
 
+  // Refuses a peer that completed the protocol but failed authentication: it is told so (kRefuse)
+  // before the close, so its Connect can say "wrong secret" rather than "connection closed".
+  void RefuseWithAnswer(const std::shared_ptr<PendingHandshake>& hs, const std::string& why) {
+    if (handshakes.erase(hs) == 0) return;
+    BRAID_LOG(kWarn, rank) << "refused a tcp connection from " << hs->from << ": " << why;
+    hs->timer.cancel();
+    hs->answer.kind = static_cast<uint16_t>(HandshakeKind::kRefuse);
+    hs->answer.comm_id = context.comm_id;
+    hs->answer.sender_rank = rank;
+    hs->answer.receiver_rank = hs->hello.sender_rank;
+    asio::async_write(hs->socket, asio::buffer(&hs->answer, sizeof(hs->answer)),
+                      [hs](const asio::error_code&, size_t) {
+                        asio::error_code ignored;
+                        hs->socket.close(ignored);
+                      });
+  }
+
+  // The hello names a plausible peer: challenge it with a fresh nonce and prove our own secret.
   void OnHello(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec) {
     if (handshakes.count(hs) == 0) return;
     if (ec) return Refuse(hs, "closed before completing the handshake (" + Describe(ec) + ")");
@@ -212,9 +273,62 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     if (why.empty()) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!aborted.ok()) why = "this transport was aborted";
-      if (claimed.count(hs->hello.sender_rank) != 0) {
-        why = "rank " + std::to_string(hs->hello.sender_rank) + " is already connected";
-      }
+    }
+    if (!why.empty()) return Refuse(hs, why);
+    Result<std::string> nonce = crypto::NewNonce();
+    if (!nonce.ok()) return Refuse(hs, nonce.status().message());
+    const int peer = hs->hello.sender_rank;
+    hs->client_nonce = AuthBytes(hs->hello.nonce);
+    hs->server_nonce = std::move(nonce).value();
+    hs->challenge.kind = static_cast<uint16_t>(HandshakeKind::kChallenge);
+    hs->challenge.comm_id = context.comm_id;
+    hs->challenge.sender_rank = rank;
+    hs->challenge.receiver_rank = peer;
+    std::memcpy(hs->challenge.nonce, hs->server_nonce.data(), kAuthBytes);
+    SetAuthBytes(hs->challenge.proof,
+                 crypto::ChallengeProof(context.secret, crypto::ProofRole::kServer,
+                                        AuthContext(context.comm_id, peer, rank),
+                                        hs->client_nonce, hs->server_nonce));
+    asio::async_write(hs->socket, asio::buffer(&hs->challenge, sizeof(hs->challenge)),
+                      [self = shared_from_this(), hs](const asio::error_code& write_ec, size_t) {
+                        if (self->handshakes.count(hs) == 0) return;
+                        if (write_ec) {
+                          return self->Refuse(hs, "could not send the challenge (" +
+                                                      Describe(write_ec) + ")");
+                        }
+                        ReadFrame(hs->socket, &hs->proof,
+                                  [self, hs](const asio::error_code& read_ec) {
+                                    self->OnProof(hs, read_ec);
+                                  });
+                      });
+  }
+
+  void OnProof(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec) {
+    if (handshakes.count(hs) == 0) return;
+    const int peer = hs->hello.sender_rank;
+    if (ec) {
+      return Refuse(hs, "the peer claiming to be rank " + std::to_string(peer) +
+                            " left before proving it holds the communicator's secret (" +
+                            Describe(ec) + ")");
+    }
+    std::string why =
+        CheckFrame(hs->proof, HandshakeKind::kProof, context.comm_id, rank, context.size, peer);
+    if (!why.empty()) return Refuse(hs, why);
+    crypto::Digest expected =
+        crypto::ChallengeProof(context.secret, crypto::ProofRole::kClient,
+                               AuthContext(context.comm_id, peer, rank), hs->client_nonce,
+                               hs->server_nonce);
+    if (!ProofMatches(hs->proof.proof, expected)) {
+      return RefuseWithAnswer(
+          hs, "wrong secret: the peer claiming to be rank " + std::to_string(peer) +
+                  " does not prove it holds this communicator's secret (a rank of another job "
+                  "reusing this address, a replayed handshake, or ranks given different "
+                  "secrets)");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!aborted.ok()) why = "this transport was aborted";
+      if (claimed.count(peer) != 0) why = "rank " + std::to_string(peer) + " is already connected";
     }
     if (!why.empty()) return Refuse(hs, why);
     hs->answer.kind = static_cast<uint16_t>(HandshakeKind::kAccept);
@@ -297,20 +411,63 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   void SendHello(const std::shared_ptr<ConnectAttempt>& a) {
+    Result<std::string> nonce = crypto::NewNonce();
+    if (!nonce.ok()) return FinishAttempt(a, nonce.status());
+    a->client_nonce = std::move(nonce).value();
     a->hello.kind = static_cast<uint16_t>(HandshakeKind::kHello);
     a->hello.comm_id = context.comm_id;
     a->hello.sender_rank = rank;
     a->hello.receiver_rank = a->peer;
+    std::memcpy(a->hello.nonce, a->client_nonce.data(), kAuthBytes);
     asio::async_write(
         a->socket, asio::buffer(&a->hello, sizeof(a->hello)),
         [self = shared_from_this(), a](const asio::error_code& ec, size_t) {
           if (a->done->Test()) return self->CloseAttempt(a);
           if (ec) return self->Refused(a, Describe(ec));
-          asio::async_read(a->socket, asio::buffer(&a->answer, sizeof(a->answer)),
-                           [self, a](const asio::error_code& read_ec, size_t) {
-                             self->OnAnswer(a, read_ec);
-                           });
+          ReadFrame(a->socket, &a->challenge, [self, a](const asio::error_code& read_ec) {
+            self->OnChallenge(a, read_ec);
+          });
         });
+  }
+
+  // Answers the listener's challenge with our proof. Its own proof is noted and judged only after
+  // it has judged ours, so that with different secrets both sides log the refusal.
+  void OnChallenge(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
+    if (a->done->Test()) return CloseAttempt(a);
+    if (ec) return Refused(a, Describe(ec));
+    std::string why = CheckFrame(a->challenge, HandshakeKind::kChallenge, context.comm_id, rank,
+                                 context.size, a->peer);
+    if (!why.empty()) return Refused(a, why);
+    const std::string auth_context = AuthContext(context.comm_id, rank, a->peer);
+    const std::string server_nonce = AuthBytes(a->challenge.nonce);
+    a->listener_proved = ProofMatches(
+        a->challenge.proof, crypto::ChallengeProof(context.secret, crypto::ProofRole::kServer,
+                                                   auth_context, a->client_nonce, server_nonce));
+    a->proof.kind = static_cast<uint16_t>(HandshakeKind::kProof);
+    a->proof.comm_id = context.comm_id;
+    a->proof.sender_rank = rank;
+    a->proof.receiver_rank = a->peer;
+    SetAuthBytes(a->proof.proof,
+                 crypto::ChallengeProof(context.secret, crypto::ProofRole::kClient, auth_context,
+                                        a->client_nonce, server_nonce));
+    asio::async_write(a->socket, asio::buffer(&a->proof, sizeof(a->proof)),
+                      [self = shared_from_this(), a](const asio::error_code& write_ec, size_t) {
+                        if (a->done->Test()) return self->CloseAttempt(a);
+                        if (write_ec) return self->Refused(a, Describe(write_ec));
+                        ReadFrame(a->socket, &a->answer,
+                                  [self, a](const asio::error_code& read_ec) {
+                                    self->OnAnswer(a, read_ec);
+                                  });
+                      });
+  }
+
+  // Authentication failed on the dialing side: logged (naming the address) and final; no retry.
+  void AuthFailed(const std::shared_ptr<ConnectAttempt>& a, const std::string& why) {
+    BRAID_LOG(kWarn, rank) << "tcp handshake with rank " << a->peer << " at " << a->address
+                           << " failed: " << why;
+    FinishAttempt(a, Status::RemoteError("rank " + std::to_string(rank) +
+                                         ": tcp handshake with rank " + std::to_string(a->peer) +
+                                         " at " + a->address + " failed: " + why));
   }
 
   void Refused(const std::shared_ptr<ConnectAttempt>& a, const std::string& why) {
@@ -323,9 +480,22 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   void OnAnswer(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
     if (a->done->Test()) return CloseAttempt(a);
     if (ec) return Refused(a, Describe(ec));
+    if (a->answer.kind == static_cast<uint16_t>(HandshakeKind::kRefuse) &&
+        CheckFrame(a->answer, HandshakeKind::kRefuse, context.comm_id, rank, context.size,
+                   a->peer)
+            .empty()) {
+      return AuthFailed(a,
+                        "it refused this rank's proof of the communicator's secret: the two "
+                        "ranks hold different secrets (a rank of another job on that address?)");
+    }
     std::string why = CheckFrame(a->answer, HandshakeKind::kAccept, context.comm_id, rank,
                                  context.size, a->peer);
     if (!why.empty()) return Refused(a, why);
+    if (!a->listener_proved) {
+      return AuthFailed(a,
+                        "it could not prove that it holds this communicator's secret (an "
+                        "impostor, or a rank of another job on that address)");
+    }
     FinishAttempt(a, Status::Ok());
   }
 

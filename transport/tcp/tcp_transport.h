@@ -5,10 +5,13 @@
 // listener and every connection it made.
 //
 // Who dials: of each pair, the lower rank connects to the higher rank's listener and sends a
-// hello (magic, version, comm_id, sender, receiver); the higher rank's acceptor checks it, answers
-// and keeps the socket by sender rank until its own Connect(peer) claims it. A hello that fails a
-// check (a port scanner, another job, another communicator, a stale address) closes only that
-// socket, with a warning naming the reason: a stranger never takes the rank down.
+// hello (magic, version, comm_id, sender, receiver, nonce); the higher rank's acceptor checks it,
+// and the two prove to each other that they hold the communicator's secret (challenge-response,
+// wire.h; the secret never travels). The acceptor then keeps the socket by sender rank until its
+// own Connect(peer) claims it. A handshake that fails a check (a port scanner, another job,
+// another communicator, a stale address, a wrong secret, a replayed handshake) closes only that
+// socket, with a warning naming the remote address and the reason: a stranger never takes the
+// rank down.
 //
 // Lifetime: destroying the transport fails every connection it made (kAborted locally; peers see
 // the link drop), closes the listener and joins the io thread. Connections may be destroyed before
@@ -42,8 +45,9 @@ class TcpTransport : public Transport {
   // Blocks until the link with `peer` is up. The lower rank dials `peer_address` (retrying while
   // the peer's listener refuses) and waits for the peer's answer; the higher rank waits for the
   // peer's hello and ignores `peer_address`. Errors: kTimeout naming the peer, kAborted after
-  // Abort, kRemoteError when the peer refuses the handshake, kInvalidArgument for a bad address
-  // or rank. Call at most once per peer.
+  // Abort, kRemoteError when the peer refuses the handshake or the two hold different secrets
+  // (TransportContext::secret), kInvalidArgument for a bad address or rank. Call at most once per
+  // peer.
   Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
                                               Deadline deadline) override;
   // Fails every pending and future request and Connect with kAborted carrying `reason`'s
