@@ -160,6 +160,7 @@ braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUnique
     options.rank = rank;
     options.size = nranks;
     options.comm_id = braid::rendezvous::CommIdFromText(id.token);
+    options.secret = id.token;
     options.store = std::make_shared<braid::rendezvous::PrefixStore>(store, "comm");
     options.open_store = StoreOpener(id.host, id.port, id.token, "comm", options.config.timeout_ms);
     return MakeComm(comm, std::move(options));
@@ -194,6 +195,7 @@ braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config) {
     std::string space = "env/" + std::to_string(env_generation.fetch_add(1));
     options.rank = env.rank;
     options.size = env.world_size;
+    options.secret = env.secret;
     options.comm_id = braid::rendezvous::CommIdFromText(env.secret + "@" + env.master_addr + ":" +
                                                         std::to_string(env.master_port) + "/" + space);
     options.store = std::make_shared<braid::rendezvous::PrefixStore>(connected.value(), space);
