@@ -40,5 +40,16 @@ rm -f "$log"
 if [ "$bazel_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
   failed=1  # the build itself failed
 fi
+
+# The store's frame parser under libFuzzer for a bounded time (clang builds it, outside Bazel).
+# BRAID_FUZZ_SECONDS=0 skips it.
+fuzz_seconds="${BRAID_FUZZ_SECONDS:-20}"
+if [ "$fuzz_seconds" -gt 0 ]; then
+  if tests/fuzz/run_store_fuzzer.sh "$fuzz_seconds"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+fi
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
