@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""select_check: is the selector's choice within 10% of the best forced algorithm at every size?
+
+For each collective and rank count, runs its nccl-tests-style *_perf program once per algorithm
+forced through BRAID_ALGO=<collective>:<name> and once with the selector (BRAID_ALGO unset),
+reads the out-of-place time column, and prints per size: every forced time, the selector's time
+and pick, the best forced time, the ratio selector/best and whether it is within the tolerance.
+Runs are interleaved and repeated (--repeat) and the minimum time per size kept, because the
+development machines are small and shared: the minimum is the least noisy estimate of what an
+algorithm can do. The selector's pick per size comes from one extra short run at BRAID_DEBUG=INFO
+(the communicator logs "...: algorithm NAME" for every collective), which also checks the data
+(-c 1): a wrong element anywhere fails the script.
+
+Ranks start under braidrun (-n N) when it is given/found, else the script launches them itself
+with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (the perf programs call braidCommInitEnv).
+
+  bazel build //bench:perf //rendezvous:braidrun
+  nice -n -19 python3 bench/select_check.py --bin-dir $(bazel info bazel-bin) \\
+      --collectives allreduce,broadcast,reduce --ranks 2,4 --repeat 5 --json select_check.json
+
+Exit status: 0 if every size is within tolerance, 1 if some is not, 2 on a failed run.
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+PROGRAMS = {
+    "allreduce": "all_reduce_perf",
+    "broadcast": "broadcast_perf",
+    "reduce": "reduce_perf",
+    "allgather": "all_gather_perf",
+    "reducescatter": "reduce_scatter_perf",
+    "alltoall": "alltoall_perf",
+    "gather": "gather_perf",
+    "scatter": "scatter_perf",
+}
+KINDS = {
+    "kAllReduce": "allreduce", "kBroadcast": "broadcast", "kReduce": "reduce",
+    "kAllGather": "allgather", "kReduceScatter": "reducescatter", "kAllToAll": "alltoall",
+    "kGather": "gather", "kScatter": "scatter", "kBarrier": "barrier",
+}
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+\S+\s+\S+\s+(\S+)")
+PICK = re.compile(r"(\w+) #\d+ count (\d+) (\w+) .* on (\d+) ranks: algorithm (\w+)")
+RANK_PREFIX = re.compile(r"^\[\d+\] ")
+TYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4,
+              "uint32": 4, "double": 8, "int64": 8, "uint64": 8}
+
+
+def registry_algorithms(repo_root):
+    """{collective: [names]} from algorithms/registry.cc's table, in registration order."""
+    path = os.path.join(repo_root, "algorithms", "registry.cc")
+    found = {}
+    with open(path) as f:
+        for name, kind in re.findall(r'\{\s*"(\w+)"\s*,\s*Collective::(k\w+)', f.read()):
+            found.setdefault(KINDS.get(kind, kind), []).append(name)
+    return found
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args, program, nranks, perf_args, algo, debug=False):
+    """Runs `program` on `nranks` ranks; returns (rank 0's stdout lines, all stderr text)."""
+    env = dict(os.environ)
+    env.update(args.extra_env)
+    env.pop("BRAID_ALGO", None)
+    env.pop("BRAID_DEBUG", None)
+    if algo:
+        env["BRAID_ALGO"] = algo
+    if debug:
+        env["BRAID_DEBUG"] = "INFO"
+    cmd = [program] + perf_args
+    if args.braidrun:
+        p = subprocess.run([args.braidrun, "-n", str(nranks), "--"] + cmd, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=args.timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} (BRAID_ALGO={algo}) exited {p.returncode}:\n"
+                               f"{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        lines = [RANK_PREFIX.sub("", l) for l in p.stdout.splitlines()
+                 if l.startswith("[0] ") or not RANK_PREFIX.match(l)]
+        return lines, p.stderr
+    port = free_port()
+    procs = []
+    for rank in range(nranks):
+        e = dict(env, RANK=str(rank), WORLD_SIZE=str(nranks), LOCAL_RANK=str(rank),
+                 LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    failed = None
+    deadline = time.time() + args.timeout
+    for rank, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"{' '.join(cmd)} (BRAID_ALGO={algo}) timed out")
+        outs.append((out, err))
+        if p.returncode != 0 and failed is None:
+            failed = (rank, p.returncode, out, err)
+    if failed:
+        rank, rc, out, err = failed
+        raise RuntimeError(f"{' '.join(cmd)} (BRAID_ALGO={algo}) rank {rank} exited {rc}:\n"
+                           f"{out[-2000:]}\n{err[-2000:]}")
+    return outs[0][0].splitlines(), "".join(e for _, e in outs)
+
+
+def parse_table(lines):
+    """{bytes: (out-of-place time µs, #wrong)} from an nccl-tests table."""
+    rows = {}
+    for line in lines:
+        if line.lstrip().startswith("#"):
+            continue
+        m = ROW.match(line)
+        if m:
+            wrong = m.group(4)
+            rows[int(m.group(1))] = (float(m.group(3)), 0 if wrong == "N/A" else int(wrong))
+    return rows
+
+
+def parse_picks(stderr, collective, nranks):
+    """{bytes: algorithm} from BRAID_DEBUG=INFO lines of any rank."""
+    picks = {}
+    for m in PICK.finditer(stderr):
+        coll, count, dtype, n, name = m.groups()
+        if coll != collective or int(n) != nranks:
+            continue
+        picks[int(count) * TYPE_BYTES.get(dtype, 4)] = name
+    return picks
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo_root = os.path.dirname(here)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.path.join(repo_root, "bazel-bin"),
+                    help="bazel-bin holding bench/*_perf and rendezvous/braidrun")
+    ap.add_argument("--braidrun", default=None,
+                    help="braidrun path ('' launches ranks directly; default: BIN_DIR/rendezvous/braidrun if present)")
+    ap.add_argument("--collectives", default="allreduce")
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--algorithms", default=None,
+                    help="override, e.g. 'allreduce=ring,tree,rd;broadcast=binomial' (default: registry.cc)")
+    ap.add_argument("--perf-args", action="append", default=None,
+                    help="flags of one sweep (nccl-tests syntax); repeatable, sweeps are merged "
+                         "by size (default: small sizes with many iterations, large with few)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; min time kept")
+    ap.add_argument("--tolerance", type=float, default=0.10)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for every run, e.g. BRAID_TRANSPORTS=tcp (repeatable)")
+    ap.add_argument("--json", default=None, help="write every measurement here")
+    ap.add_argument("--csv", default=None, help="write the per-size table here")
+    args = ap.parse_args()
+    args.extra_env = dict(kv.split("=", 1) for kv in args.env)
+
+    if args.braidrun is None:
+        candidate = os.path.join(args.bin_dir, "rendezvous", "braidrun")
+        args.braidrun = candidate if os.access(candidate, os.X_OK) else ""
+    algorithms = registry_algorithms(repo_root)
+    if args.algorithms:
+        for part in args.algorithms.split(";"):
+            coll, names = part.split("=")
+            algorithms[coll.strip()] = [n.strip() for n in names.split(",") if n.strip()]
+    if not args.perf_args:
+        args.perf_args = ["-b 8 -e 512K -f 4 -n 100 -w 10 -c 0", "-b 2M -e 32M -f 4 -n 10 -w 2 -c 0"]
+    sweeps = [a.split() for a in args.perf_args]
+
+    def pick_args(perf_args):
+        picked = list(perf_args)
+        for flag, value in (("-n", "1"), ("-w", "0"), ("-c", "1")):
+            if flag in picked:
+                picked[picked.index(flag) + 1] = value
+            else:
+                picked += [flag, value]
+        return picked
+
+    results = []  # one dict per (collective, nranks, size)
+    all_ok = True
+    for collective in args.collectives.split(","):
+        program = os.path.join(args.bin_dir, "bench", PROGRAMS[collective])
+        if not os.access(program, os.X_OK):
+            print(f"# {collective}: {program} not built, skipped", file=sys.stderr)
+            continue
+        names = algorithms.get(collective, [])
+        for nranks in [int(n) for n in args.ranks.split(",")]:
+            configs = [(name, f"{collective}:{name}") for name in names] + [("selector", None)]
+            best = {c: {} for c, _ in configs}
+            for rep in range(args.repeat):
+                for perf_args in sweeps:
+                    for label, algo in configs:
+                        lines, _ = launch(args, program, nranks, perf_args, algo)
+                        for size, (t, wrong) in parse_table(lines).items():
+                            if wrong:
+                                raise RuntimeError(f"{collective} {label} n={nranks} size {size}: "
+                                                   f"{wrong} wrong elements")
+                            best[label][size] = min(best[label].get(size, float("inf")), t)
+            picks = {}
+            for perf_args in sweeps:
+                lines, stderr = launch(args, program, nranks, pick_args(perf_args), None, debug=True)
+                picks.update(parse_picks(stderr, collective, nranks))
+                for size, (_, wrong) in parse_table(lines).items():
+                    if wrong:
+                        raise RuntimeError(f"{collective} selector n={nranks} size {size}: "
+                                           f"{wrong} wrong elements")
+
+            header = f"{'size (B)':>10} " + " ".join(f"{n:>9}" for n in names) + \
+                     f" {'selector':>9} {'pick':>9} {'best':>9} {'ratio':>6}  ok"
+            print(f"\n## {collective}, {nranks} ranks (out-of-place time, µs, min of {args.repeat})")
+            print(header)
+            for size in sorted(best["selector"]):
+                forced = {n: best[n].get(size) for n in names}
+                present = {n: t for n, t in forced.items() if t is not None}
+                best_name = min(present, key=present.get)
+                sel = best["selector"][size]
+                ratio = sel / present[best_name] if present[best_name] > 0 else 1.0
+                ok = ratio <= 1.0 + args.tolerance
+                all_ok &= ok
+                pick = picks.get(size, "?")
+                print(f"{size:>10} " + " ".join(f"{forced[n]:>9.1f}" if forced[n] is not None
+                                                else f"{'-':>9}" for n in names) +
+                      f" {sel:>9.1f} {pick:>9} {best_name:>9} {ratio:>6.2f}  {'yes' if ok else 'NO'}")
+                results.append({"collective": collective, "nranks": nranks, "bytes": size,
+                                "forced_us": forced, "selector_us": sel, "selector_pick": pick,
+                                "best": best_name, "best_us": present[best_name],
+                                "ratio": ratio, "within_tolerance": ok})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": " ".join(sys.argv), "perf_args": args.perf_args,
+                       "env": args.extra_env,
+                       "repeat": args.repeat, "tolerance": args.tolerance,
+                       "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": results}, f, indent=1)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["collective", "nranks", "bytes", "algorithm", "time_us", "selector_us",
+                        "selector_pick", "best", "ratio", "within_tolerance"])
+            for r in results:
+                for name, t in r["forced_us"].items():
+                    w.writerow([r["collective"], r["nranks"], r["bytes"], name, t, r["selector_us"],
+                                r["selector_pick"], r["best"], f"{r['ratio']:.3f}", r["within_tolerance"]])
+    print(f"\n{'all sizes within' if all_ok else 'NOT all sizes within'} "
+          f"{args.tolerance:.0%} of the best forced algorithm")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f"select_check: {e}", file=sys.stderr)
+        sys.exit(2)
