@@ -177,4 +177,38 @@ inline const char* OpName(braidRedOp_t op) {
   return names[op];
 }
 
+// --- ring family helpers ---
+
+// Where `result` first differs from `expected` over `count` elements of `type` ("" if nowhere).
+inline std::string FirstDifference(braidDataType_t type, const void* expected, const void* result,
+                                   size_t count) {
+  const size_t elem = TypeSize(type);
+  if (count == 0 || std::memcmp(expected, result, count * elem) == 0) return "";
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(static_cast<const char*>(expected) + i * elem,
+                    static_cast<const char*>(result) + i * elem, elem) != 0) {
+      return "element " + std::to_string(i) + " is " + std::to_string(Load(type, result, i)) +
+             ", expected " + std::to_string(Load(type, expected, i));
+    }
+  }
+  return "";
+}
+
+// Like CheckReduced, for elements [first, first + count) of the reduction: `result` holds
+// `count` elements, result[i] standing for element first + i (a reduce-scatter block).
+inline std::string CheckReducedRange(braidDataType_t type, braidRedOp_t op, int size,
+                                     const void* result, size_t first, size_t count) {
+  const size_t elem = TypeSize(type);
+  std::vector<char> period(kInputPeriod * elem);
+  for (size_t i = 0; i < kInputPeriod; ++i) Store(type, period.data(), i, ExpectedValue(type, op, size, i));
+  std::vector<char> expected(count * elem);
+  for (size_t done = 0; done < count;) {
+    const size_t phase = (first + done) % kInputPeriod;
+    const size_t run = std::min(kInputPeriod - phase, count - done);
+    std::memcpy(expected.data() + done * elem, period.data() + phase * elem, run * elem);
+    done += run;
+  }
+  return FirstDifference(type, expected.data(), result, count);
+}
+
 }  // namespace braid::testing
