@@ -27,6 +27,12 @@ inline int CeilLog2(int n) {
   while ((1 << steps) < n) ++steps;
   return steps;
 }
+// floor(log2(n)) for n >= 1.
+inline int FloorLog2(int n) {
+  int steps = 0;
+  while ((2 << steps) <= n) ++steps;
+  return steps;
+}
 // The largest power of two <= n, for n >= 1.
 inline int FloorPow2(int n) {
   int p = 1;

@@ -3,6 +3,18 @@
 #include <strings.h>
 
 #include "algorithms/ring_allreduce.h"
+#include "algorithms/chain_broadcast.h"
+#include "algorithms/chain_reduce.h"
+#include "algorithms/ring_allgather.h"
+#include "algorithms/ring_reduce_scatter.h"
+#include "algorithms/dissemination_barrier.h"
+#include "algorithms/gather.h"
+#include "algorithms/pairwise_alltoall.h"
+#include "algorithms/scatter.h"
+#include "algorithms/binomial_broadcast.h"
+#include "algorithms/binomial_reduce.h"
+#include "algorithms/recursive_allreduce.h"
+#include "algorithms/tree_allreduce.h"
 
 namespace braid::algorithms {
 namespace {
@@ -25,12 +37,28 @@ const std::vector<Algorithm>& Algorithms() {
   static const std::vector<Algorithm> kAlgorithms = {
       // --- ring family (ring_*.cc, chain_*.cc) ---
       {"ring", Collective::kAllReduce, RunRingAllReduce, RingAllReduceCost},
+      {"ring", Collective::kBroadcast, ChainBroadcast, ChainBroadcastCost},
+      {"ring", Collective::kReduce, ChainReduce, ChainReduceCost},
+      {"ring", Collective::kAllGather, RingAllGather, RingAllGatherCost},
+      {"ring", Collective::kReduceScatter, RingReduceScatter, RingReduceScatterCost},
       // --- end ring family ---
 
       // --- tree family (tree_*.cc, binomial_*.cc, recursive_*.cc) ---
+      {"tree", Collective::kAllReduce, RunTreeAllReduce, TreeAllReduceCost},
+      {"rd", Collective::kAllReduce, RunRecursiveDoublingAllReduce, RecursiveDoublingAllReduceCost},
+      {"rhd", Collective::kAllReduce, RunRecursiveHalvingDoublingAllReduce,
+       RecursiveHalvingDoublingAllReduceCost},
+      {"binomial", Collective::kBroadcast, RunBinomialBroadcast, BinomialBroadcastCost},
+      {"binomial", Collective::kReduce, RunBinomialReduce, BinomialReduceCost},
       // --- end tree family ---
 
       // --- direct family (pairwise all-to-all, gather/scatter, barrier) ---
+      {"pairwise", Collective::kAllToAll, PairwiseAllToAll, PairwiseAllToAllCost},
+      {"direct", Collective::kGather, DirectGather, DirectGatherCost},
+      {"binomial", Collective::kGather, BinomialGather, BinomialGatherCost},
+      {"direct", Collective::kScatter, DirectScatter, DirectScatterCost},
+      {"binomial", Collective::kScatter, BinomialScatter, BinomialScatterCost},
+      {"dissemination", Collective::kBarrier, DisseminationBarrier, DisseminationBarrierCost},
       // --- end direct family ---
   };
   return kAlgorithms;

@@ -2,7 +2,7 @@
 
 #include <strings.h>
 
-#include <sstream>
+#include <limits>
 
 #include "algorithms/registry.h"
 
@@ -10,84 +10,124 @@ namespace braid::algorithms {
 namespace {
 
 std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-bool KnownName(const std::string& name, bool all_collectives, Collective kind) {
+std::vector<std::string> Split(const std::string& s, char separator) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (true) {
+    size_t end = s.find(separator, begin);
+    parts.push_back(Trim(s.substr(begin, end == std::string::npos ? std::string::npos : end - begin)));
+    if (end == std::string::npos) return parts;
+    begin = end + 1;
+  }
+}
+
+bool AnyCollectiveHas(const std::string& name) {
   for (const Algorithm& a : Algorithms()) {
-    if ((all_collectives || a.kind == kind) && strcasecmp(a.name, name.c_str()) == 0) return true;
+    if (strcasecmp(a.name, name.c_str()) == 0) return true;
   }
   return false;
 }
 
-const Algorithm* FindAnyAlgorithm(Collective kind) {
+// "binomial, ring" — the algorithms `kind` has, for error messages.
+std::string Known(Collective kind) {
+  std::string list;
   for (const Algorithm& a : Algorithms()) {
-    if (a.kind == kind) return &a;
+    if (a.kind != kind) continue;
+    if (!list.empty()) list += ", ";
+    list += a.name;
   }
-  return nullptr;
+  return list.empty() ? "none" : list;
 }
 
 }  // namespace
 
+bool AlgorithmPolicy::Rule::Lists(const char* algorithm) const {
+  for (const std::string& name : names) {
+    if (strcasecmp(name.c_str(), algorithm) == 0) return true;
+  }
+  return false;
+}
+
+bool AlgorithmPolicy::GlobalRuleApplies(Collective kind) const {
+  for (const Algorithm& a : Algorithms()) {
+    if (a.kind == kind && global_->Allows(a.name)) return true;
+  }
+  return false;
+}
+
 Result<AlgorithmPolicy> AlgorithmPolicy::Parse(const std::string& spec) {
   AlgorithmPolicy policy;
   policy.spec_ = spec;
-  std::istringstream entries(spec);
-  std::string entry;
-  while (std::getline(entries, entry, ';')) {
-    entry = Trim(entry);
+  auto error = [&](const std::string& what) {
+    return Status::InvalidArgument("BRAID_ALGO='" + spec + "': " + what);
+  };
+  bool first = true;
+  for (const std::string& entry : Split(spec, ';')) {
     if (entry.empty()) continue;
-    Rule rule;
+    const bool was_first = first;
+    first = false;
     std::string list = entry;
-    size_t colon = entry.find(':');
+    std::optional<Collective> kind;
+    const size_t colon = entry.find(':');
     if (colon != std::string::npos) {
-      std::string name = Trim(entry.substr(0, colon));
-      if (!ParseCollective(name.c_str(), &rule.kind)) {
-        return Status::InvalidArgument("BRAID_ALGO='" + spec + "': unknown collective '" + name + "'");
+      const std::string name = Trim(entry.substr(0, colon));
+      Collective parsed;
+      if (!ParseCollective(name.c_str(), &parsed)) {
+        return error("unknown collective '" + name +
+                     "' (allreduce, broadcast, reduce, allgather, reducescatter, alltoall, "
+                     "gather, scatter, barrier)");
       }
-      rule.all_collectives = false;
+      kind = parsed;
       list = Trim(entry.substr(colon + 1));
+    } else if (!was_first) {
+      return error("entry '" + entry +
+                   "' names no collective; only the first entry may apply to all collectives");
     }
+    Rule rule;
     if (!list.empty() && list[0] == '^') {
       rule.exclude = true;
-      list = list.substr(1);
+      list = Trim(list.substr(1));
     }
-    std::istringstream names(list);
-    std::string name;
-    while (std::getline(names, name, ',')) {
-      name = Trim(name);
+    for (const std::string& name : Split(list, ',')) {
       if (name.empty()) continue;
-      if (!KnownName(name, rule.all_collectives, rule.kind)) {
-        return Status::InvalidArgument("BRAID_ALGO='" + spec + "': unknown algorithm '" + name +
-                                       "'" + (rule.all_collectives ? "" : std::string(" for ") +
-                                                                              CollectiveName(rule.kind)));
+      if (kind ? FindAlgorithm(*kind, name.c_str()) == nullptr : !AnyCollectiveHas(name)) {
+        return error("unknown algorithm '" + name + "'" +
+                     (kind ? std::string(" for ") + CollectiveName(*kind) + " (it has: " +
+                                 Known(*kind) + ")"
+                           : std::string()));
       }
       rule.names.push_back(name);
     }
-    if (rule.names.empty()) {
-      return Status::InvalidArgument("BRAID_ALGO='" + spec + "': entry '" + entry + "' names no algorithm");
+    if (rule.names.empty()) return error("entry '" + entry + "' names no algorithm");
+    if (!kind) {
+      policy.global_ = std::move(rule);
+      continue;
     }
-    policy.rules_.push_back(std::move(rule));
+    const int index = static_cast<int>(*kind);
+    if (policy.per_collective_[index]) {
+      return error(std::string(CollectiveName(*kind)) + " is given more than once");
+    }
+    bool any = false;
+    for (const Algorithm& a : Algorithms()) any |= a.kind == *kind && rule.Allows(a.name);
+    if (!any) {
+      return error("leaves no algorithm for " + std::string(CollectiveName(*kind)) + " (it has: " +
+                   Known(*kind) + ")");
+    }
+    policy.per_collective_[index] = std::move(rule);
   }
   return policy;
 }
 
 bool AlgorithmPolicy::Allows(Collective kind, const char* algorithm) const {
-  for (const Rule& rule : rules_) {
-    if (!rule.all_collectives && rule.kind != kind) continue;
-    bool listed = false;
-    for (const std::string& name : rule.names) listed |= strcasecmp(name.c_str(), algorithm) == 0;
-    if (rule.exclude ? listed : !listed) {
-      // A global inclusion list only constrains collectives that have one of the listed names.
-      if (rule.all_collectives && !rule.exclude) {
-        bool any = false;
-        for (const std::string& name : rule.names) any |= FindAlgorithm(kind, name.c_str()) != nullptr;
-        if (!any) continue;
-      }
-      return false;
-    }
+  const int index = static_cast<int>(kind);
+  if (index >= 0 && index < kNumCollectives && per_collective_[index]) {
+    return per_collective_[index]->Allows(algorithm);
   }
+  if (global_ && GlobalRuleApplies(kind)) return global_->Allows(algorithm);
   return true;
 }
 
@@ -98,19 +138,20 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
   const size_t bytes = args.MessageBytes(nranks);
   for (const Algorithm& a : Algorithms()) {
     if (a.kind != args.kind || !policy.Allows(a.kind, a.name)) continue;
-    double cost = a.cost(link, nranks, bytes);
-    if (best == nullptr || cost < best_cost) {
+    const double cost =
+        a.cost != nullptr ? a.cost(link, nranks, bytes) : std::numeric_limits<double>::infinity();
+    // Equal costs (to rounding: the same formula summed in another order) go to the algorithm
+    // registered first, so a tie never flips with the size.
+    if (best == nullptr || cost < best_cost * (1 - 1e-9)) {
       best = &a;
       best_cost = cost;
     }
   }
-  if (best == nullptr && FindAnyAlgorithm(args.kind) == nullptr) {
-    return Status::InvalidUsage(std::string(CollectiveName(args.kind)) +
-                                " has no algorithm in this build yet");
-  }
   if (best == nullptr) {
-    return Status::InvalidArgument(std::string("BRAID_ALGO='") + policy.spec() +
-                                   "' leaves no algorithm for " + CollectiveName(args.kind));
+    return Status::InvalidArgument(std::string("no algorithm for ") + CollectiveName(args.kind) +
+                                   (Known(args.kind) == "none"
+                                        ? std::string(" is registered")
+                                        : " is allowed by BRAID_ALGO='" + policy.spec() + "'"));
   }
   return best;
 }

@@ -1,14 +1,25 @@
 // Which algorithm runs a collective: BRAID_ALGO's constraints first, then the cheapest under the
 // cost model.
 //
-// BRAID_ALGO follows NCCL_ALGO's list syntax, extended per collective:
-//   "ring"                         only ring, wherever a collective has one
-//   "allreduce:tree;broadcast:ring" per collective
-//   "^tree" / "allreduce:^ring"    exclude
-// Names are case-insensitive; an unknown collective or algorithm name is an InvalidArgument
-// naming it. A collective not mentioned is unconstrained.
+// BRAID_ALGO follows NCCL_ALGO's list syntax (NCCL 2.24+ parseList), with braid's collective names:
+//   "ring"                            ring wherever a collective has it
+//   "allreduce:tree;broadcast:ring"   per collective; others unconstrained
+//   "^tree" / "allreduce:^ring,rd"    exclude (a leading ^ negates the whole list)
+//   "^ring;allreduce:ring"            a global list first, then per-collective lists that
+//                                     replace it for their collective
+// Entries are separated by ';', names in a list by ','. Only the first entry may omit the
+// collective. Names are case-insensitive and spaces around them are ignored.
+//
+// Errors (InvalidArgument, quoting BRAID_ALGO and naming the culprit, at communicator creation):
+// an unknown collective; an algorithm name no collective has (global list) or the collective
+// lacks (per-collective list, the message lists the ones it has); an empty list; an unprefixed
+// entry after the first; a collective given twice; a per-collective list that leaves it no
+// algorithm. A global list never empties a collective: a collective the global list would leave
+// without any algorithm (say "ring" or "^ring" for a collective whose only algorithm is ring, or
+// that has no ring) keeps all of its own.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,24 +30,32 @@ namespace braid::algorithms {
 
 class AlgorithmPolicy {
  public:
-  // "" means no constraint.
+  // No constraint.
+  AlgorithmPolicy() = default;
+  // "" (or only separators and spaces) means no constraint.
   static Result<AlgorithmPolicy> Parse(const std::string& spec);
+  // Whether `algorithm` may run `kind`. Thread-safe (const).
   bool Allows(Collective kind, const char* algorithm) const;
   const std::string& spec() const { return spec_; }
 
  private:
   struct Rule {
-    bool all_collectives = true;
-    Collective kind = Collective::kAllReduce;
     bool exclude = false;
     std::vector<std::string> names;
+    bool Lists(const char* algorithm) const;
+    bool Allows(const char* algorithm) const { return Lists(algorithm) != exclude; }
   };
+  // Whether the global rule leaves `kind` at least one registered algorithm.
+  bool GlobalRuleApplies(Collective kind) const;
+
   std::string spec_;
-  std::vector<Rule> rules_;
+  std::optional<Rule> global_;
+  std::optional<Rule> per_collective_[kNumCollectives];
 };
 
-// The allowed algorithm for `args` with the lowest predicted time on `nranks` ranks.
-// InvalidArgument, naming the collective and BRAID_ALGO, if the policy allows none.
+// The allowed algorithm for `args` with the lowest predicted time on `nranks` ranks; ties go to
+// the one registered first. An algorithm without a cost function is only chosen when nothing else
+// is allowed. InvalidArgument, naming the collective and BRAID_ALGO, if none is allowed.
 Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
                                          const AlgorithmPolicy& policy, const LinkModel& link);
 

@@ -56,6 +56,8 @@ TYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int3
 def registry_algorithms(repo_root):
     """{collective: [names]} from algorithms/registry.cc's table, in registration order."""
     path = os.path.join(repo_root, "algorithms", "registry.cc")
+    if not os.path.exists(path):  # the script was copied elsewhere: try the working directory
+        path = os.path.join("algorithms", "registry.cc")
     found = {}
     with open(path) as f:
         for name, kind in re.findall(r'\{\s*"(\w+)"\s*,\s*Collective::(k\w+)', f.read()):
@@ -80,6 +82,11 @@ def launch(args, program, nranks, perf_args, algo, debug=False):
     if debug:
         env["BRAID_DEBUG"] = "INFO"
     cmd = [program] + perf_args
+    if args.pin:
+        # Rank r on core r mod ncpus: which ranks share a core then no longer changes between runs
+        # (it decides whether a waiting rank spins or sleeps, a 10x swing in small-message times).
+        cmd = ["sh", "-c", f'exec taskset -c $(( ${{LOCAL_RANK:-0}} % {os.cpu_count()} )) "$@"',
+               "pin"] + cmd
     if args.braidrun:
         p = subprocess.run([args.braidrun, "-n", str(nranks), "--"] + cmd, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -159,6 +166,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; min time kept")
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--pin", action="store_true",
+                    help="pin rank r to core r mod ncpus (taskset), so placement is the same in every run")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for every run, e.g. BRAID_TRANSPORTS=tcp (repeatable)")
     ap.add_argument("--json", default=None, help="write every measurement here")
@@ -238,7 +247,7 @@ def main():
                                 "ratio": ratio, "within_tolerance": ok})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "perf_args": args.perf_args,
+            json.dump({"command": " ".join(sys.argv), "perf_args": args.perf_args, "pin": args.pin,
                        "env": args.extra_env,
                        "repeat": args.repeat, "tolerance": args.tolerance,
                        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": results}, f, indent=1)

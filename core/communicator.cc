@@ -22,6 +22,25 @@ transport::PeerInfo ToPeerInfo(int rank, const rendezvous::PeerRecord& record) {
   return info;
 }
 
+// The cost model of the slowest transport the job needs (the last in priority order that links
+// rank 0 with some rank), so that every rank derives the same model from the same peer table and
+// therefore selects the same algorithm for every collective.
+algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& peers,
+                                   const std::vector<std::unique_ptr<transport::Transport>>& transports) {
+  int slowest = -1;
+  for (size_t r = 1; r < peers.size(); ++r) {
+    for (size_t t = 0; t < transports.size(); ++t) {
+      const char* name = transports[t]->name();
+      if (peers[0].AddressOf(name) != nullptr && peers[r].AddressOf(name) != nullptr &&
+          transports[t]->CanConnect(ToPeerInfo(0, peers[0]), ToPeerInfo(static_cast<int>(r), peers[r]))) {
+        slowest = std::max(slowest, static_cast<int>(t));
+        break;
+      }
+    }
+  }
+  return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) {
@@ -69,7 +88,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
     comm->diagnosis_ = std::move(diagnosis).value();
   }
   BRAID_LOG(kInfo, comm->rank_) << "communicator ready: " << comm->size_ << " ranks, comm id "
-                                << std::hex << comm->comm_id_;
+                                << std::hex << comm->comm_id_ << std::dec << ", cost model: latency "
+                                << comm->link_model_.latency_us << " us, bandwidth "
+                                << comm->link_model_.bandwidth_gbps << " GB/s, reduce "
+                                << comm->link_model_.reduce_gbps << " GB/s";
   return comm;
 }
 
@@ -85,6 +107,7 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       peers_(std::move(peers)),
       transports_(std::move(transports)),
       algorithm_policy_(std::move(policy)),
+      link_model_(JobLinkModel(peers_, transports_)),
       open_store_(std::move(options.open_store)) {}
 
 Communicator::~Communicator() {

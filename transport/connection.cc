@@ -6,6 +6,10 @@
 namespace braid::transport {
 
 Status Request::Wait(Deadline deadline) {
+  if (driver_ != nullptr) {
+    if (IsDone()) return status_;
+    return driver_->Wait(*this, deadline);
+  }
   // Spin briefly before sleeping: a sleeping wake-up costs tens of microseconds on small VMs,
   // and small messages usually complete within that window.
   constexpr int kSpinIterations = 2000;
@@ -25,9 +29,17 @@ Status Request::Wait(Deadline deadline) {
 }
 
 void Request::Complete(Status status) {
+  if (driver_ != nullptr) {
+    // Nobody sleeps on done_cv_ for a driven request; skip the mutex (this runs once per message
+    // on the shared-memory fast path).
+    if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_release);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (Test()) return;
+    if (IsDone()) return;
     status_ = std::move(status);
     done_.store(true, std::memory_order_release);
   }

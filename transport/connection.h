@@ -26,28 +26,57 @@
 
 namespace braid::transport {
 
+class Request;
+
+// For transports whose data moves on the thread that tests or waits (shared memory: there is no
+// io thread, the waiting rank copies the bytes itself). A request built with a driver calls it
+// from Test() and Wait(); requests without one (TCP) behave exactly as before.
+class RequestDriver {
+ public:
+  virtual ~RequestDriver() = default;
+  // Moves whatever can move now without blocking (may complete this or other requests).
+  // Called by Test() of a pending request; safe from any thread.
+  virtual void Progress() = 0;
+  // Blocks until `request` is done or `deadline` passes, making progress meanwhile; returns the
+  // request's status, or Code::kTimeout leaving it pending. Safe from any thread.
+  virtual Status Wait(const Request& request, Deadline deadline) = 0;
+};
+
 // A posted send or receive. Transports call Complete() exactly once; users Test() or Wait().
 class Request {
  public:
   Request() = default;
+  // A request whose Test() and Wait() are carried out by `driver` (see RequestDriver). Complete()
+  // then wakes nobody: the driver's waiters poll IsDone() and the driver wakes its own sleepers.
+  explicit Request(std::shared_ptr<RequestDriver> driver) : driver_(std::move(driver)) {}
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
-  // Non-blocking: true once the request finished, successfully or not.
-  bool Test() const { return done_.load(std::memory_order_acquire); }
+  // Non-blocking: true once the request finished, successfully or not. With a driver, first
+  // lets it make progress.
+  bool Test() const {
+    if (IsDone()) return true;
+    if (driver_ == nullptr) return false;
+    driver_->Progress();
+    return IsDone();
+  }
   // Blocks until the request finished or `deadline` passed. After a short spin (the peer is often
-  // about to answer) it sleeps on a condition variable. On expiry it returns Code::kTimeout and
-  // the request stays pending.
+  // about to answer) it sleeps on a condition variable (with a driver: as the driver decides). On
+  // expiry it returns Code::kTimeout and the request stays pending.
   Status Wait(Deadline deadline);
   // Valid once Test() is true.
   const Status& status() const { return status_; }
+  // Whether Complete() has run; never makes progress (for drivers).
+  bool IsDone() const { return done_.load(std::memory_order_acquire); }
 
   // For transports: records the outcome and wakes waiters. Later calls are ignored.
   void Complete(Status status);
 
  private:
-  std::mutex mutex_;  // guards status_ writes and the condition variable
+  const std::shared_ptr<RequestDriver> driver_;  // null for requests completed by an io thread
+  std::mutex mutex_;  // guards status_ writes and the condition variable (driverless requests)
   std::condition_variable done_cv_;
+  std::atomic<bool> claimed_{false};  // driven requests: the first Complete() claims it
   std::atomic<bool> done_{false};
   Status status_;
 };

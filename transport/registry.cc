@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/logging.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace braid::transport {
@@ -12,6 +13,13 @@ namespace {
 Result<std::unique_ptr<Transport>> CreateTcp(const TransportContext& context) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<tcp::TcpTransport> transport,
                          tcp::TcpTransport::Create(context));
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+// Null (skipped) for a single-rank communicator or where memfd_create is unavailable.
+Result<std::unique_ptr<Transport>> CreateShm(const TransportContext& context) {
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmTransport> transport,
+                         shm::ShmTransport::Create(context));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
@@ -41,7 +49,7 @@ std::string KnownNames() {
 const std::vector<TransportFactory>& TransportFactories() {
   static const std::vector<TransportFactory> factories = {
       {"cuda_ipc", nullptr},  // transport/cuda_ipc registers here (GPU peers on one host)
-      {"shm", nullptr},       // transport/shm registers here (ranks on one host)
+      {"shm", &CreateShm},    // ranks on one host (transport/shm)
       {"ibverbs", nullptr},   // transport/ibverbs registers here (RDMA; null when no device)
       {"tcp", &CreateTcp},    // reaches every peer: keep it last
   };

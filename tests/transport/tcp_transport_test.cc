@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/hmac_sha256.h"
 #include "core/net_interfaces.h"
 #include "transport/tcp/wire.h"
 
@@ -497,6 +498,191 @@ TEST_CASE("tcp: connections outlive their transport safely", "[tcp]") {
     }
   }
   mesh.conns.clear();
+}
+
+// ---- authentication (wire.h: challenge-response over the communicator's secret) ----
+
+std::unique_ptr<TcpTransport> SecretTransport(int rank, int size, uint64_t comm_id,
+                                              const std::string& secret) {
+  TransportContext context = Context(rank, size, comm_id);
+  context.secret = secret;
+  Result<std::unique_ptr<TcpTransport>> t = TcpTransport::Create(context);
+  if (!t.ok()) return nullptr;
+  return std::move(t.value());
+}
+
+bool SendFrame(int fd, const HandshakeFrame& f) {
+  return send(fd, &f, sizeof(f), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(f));
+}
+
+// Reads one whole frame within `ms`; false if the peer closed or nothing came.
+bool RecvFrame(int fd, HandshakeFrame* f, int ms) {
+  size_t got = 0;
+  auto* p = reinterpret_cast<uint8_t*>(f);
+  while (got < sizeof(*f)) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, ms) <= 0) return false;
+    ssize_t n = recv(fd, p + got, sizeof(*f) - got, 0);
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Connects rank `low` (transport t0) with rank `high` (t1), sends one message low -> high and
+// checks it arrives.
+std::string Exchange(TcpTransport* t0, TcpTransport* t1, int low = 0, int high = 1) {
+  std::unique_ptr<Connection> c0;
+  std::unique_ptr<Connection> c1;
+  std::string error;
+  std::thread accept([&] {
+    auto c = t1->Connect(low, t0->LocalAddress(), Deadline::AfterMs(kTestTimeoutMs));
+    if (c.ok()) c1 = std::move(c.value()); else error = c.status().ToString();
+  });
+  auto c = t0->Connect(high, t1->LocalAddress(), Deadline::AfterMs(kTestTimeoutMs));
+  accept.join();
+  if (!c.ok()) return c.status().ToString();
+  if (!error.empty()) return error;
+  c0 = std::move(c.value());
+  std::vector<uint8_t> data = Pattern(1000, 0, 1);
+  std::vector<uint8_t> buf(1000);
+  RequestPtr send_req = c0->PostSend(data.data(), data.size(), 5);
+  RequestPtr recv_req = c1->PostRecv(buf.data(), buf.size(), 5);
+  Status s = recv_req->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  if (!s.ok()) return s.ToString();
+  if (!send_req->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok()) return "send failed";
+  return CheckPattern(buf, 0, 1);
+}
+
+TEST_CASE("tcp: a rank holding another secret is refused, and the right one still connects",
+          "[tcp][auth]") {
+  auto listener = SecretTransport(1, 2, 0xAB, "our secret");
+  auto intruder = SecretTransport(0, 2, 0xAB, "their secret");  // same comm id, other job
+  auto member = SecretTransport(0, 2, 0xAB, "our secret");
+  REQUIRE(listener);
+  REQUIRE(intruder);
+  REQUIRE(member);
+  auto refused = intruder->Connect(1, listener->LocalAddress(), Deadline::AfterMs(kTestTimeoutMs));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::kRemoteError);
+  CHECK_THAT(refused.status().message(), Catch::Contains("different secrets"));
+  CHECK_THAT(refused.status().message(), Catch::Contains(listener->LocalAddress()));
+  // No secret at all is refused too.
+  auto anonymous = SecretTransport(0, 2, 0xAB, "");
+  REQUIRE(anonymous);
+  CHECK_FALSE(
+      anonymous->Connect(1, listener->LocalAddress(), Deadline::AfterMs(kTestTimeoutMs)).ok());
+  // The listener kept going: the real rank 0 connects and data flows.
+  CHECK(Exchange(member.get(), listener.get()) == "");
+}
+
+TEST_CASE("tcp: a captured handshake replayed to the listener is refused", "[tcp][auth]") {
+  const uint64_t comm = 0xFEED;
+  const std::string secret = "replay-test-secret";
+  // Rank 0 is played by hand (its connection to rank 2 is captured and replayed); rank 1 is real.
+  auto listener = SecretTransport(2, 3, comm, secret);
+  auto member = SecretTransport(1, 3, comm, secret);
+  REQUIRE(listener);
+  REQUIRE(member);
+
+  // A legitimate dialer, done by hand so its bytes can be captured: hello, then proof.
+  int fd = DialRaw(listener->LocalAddress());
+  REQUIRE(fd >= 0);
+  HandshakeFrame hello;
+  hello.comm_id = comm;
+  hello.sender_rank = 0;
+  hello.receiver_rank = 2;
+  const std::string client_nonce = crypto::NewNonce().value();
+  std::memcpy(hello.nonce, client_nonce.data(), kAuthBytes);
+  REQUIRE(SendFrame(fd, hello));
+  HandshakeFrame challenge;
+  REQUIRE(RecvFrame(fd, &challenge, 5000));
+  CHECK(challenge.kind == static_cast<uint16_t>(HandshakeKind::kChallenge));
+  const std::string server_nonce(reinterpret_cast<const char*>(challenge.nonce), kAuthBytes);
+  const std::string auth_context = AuthContext(comm, 0, 2);
+  crypto::Digest server_proof = crypto::ChallengeProof(secret, crypto::ProofRole::kServer,
+                                                       auth_context, client_nonce, server_nonce);
+  CHECK(std::memcmp(challenge.proof, server_proof.data(), kAuthBytes) == 0);
+  HandshakeFrame proof;
+  proof.kind = static_cast<uint16_t>(HandshakeKind::kProof);
+  proof.comm_id = comm;
+  proof.sender_rank = 0;
+  proof.receiver_rank = 2;
+  crypto::Digest client_proof = crypto::ChallengeProof(secret, crypto::ProofRole::kClient,
+                                                       auth_context, client_nonce, server_nonce);
+  std::memcpy(proof.proof, client_proof.data(), kAuthBytes);
+  REQUIRE(SendFrame(fd, proof));
+  HandshakeFrame answer;
+  REQUIRE(RecvFrame(fd, &answer, 5000));
+  CHECK(answer.kind == static_cast<uint16_t>(HandshakeKind::kAccept));
+  close(fd);
+  std::string captured(reinterpret_cast<const char*>(&hello), sizeof(hello));
+  captured.append(reinterpret_cast<const char*>(&proof), sizeof(proof));
+  CHECK(captured.find(secret) == std::string::npos);
+
+  // Replayed by someone who does not know the secret: the listener's nonce is new, so the old
+  // proof is wrong; it says so and closes.
+  int replay = DialRaw(listener->LocalAddress());
+  REQUIRE(replay >= 0);
+  REQUIRE(send(replay, captured.data(), captured.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(captured.size()));
+  HandshakeFrame fresh_challenge;
+  REQUIRE(RecvFrame(replay, &fresh_challenge, 5000));
+  CHECK(std::memcmp(fresh_challenge.nonce, challenge.nonce, kAuthBytes) != 0);
+  HandshakeFrame verdict;
+  REQUIRE(RecvFrame(replay, &verdict, 5000));
+  CHECK(verdict.kind == static_cast<uint16_t>(HandshakeKind::kRefuse));
+  CHECK(ClosedByPeer(replay, 5000));
+  close(replay);
+
+  // The listener kept going: the real rank 1 gets through.
+  CHECK(Exchange(member.get(), listener.get(), 1, 2) == "");
+}
+
+TEST_CASE("tcp: a listener that cannot prove the secret is not trusted", "[tcp][auth]") {
+  // An impostor listener: answers every hello with a challenge whose proof is made up, and
+  // accepts whatever proof comes back.
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  socklen_t len = sizeof(sin);
+  REQUIRE(bind(lfd, reinterpret_cast<sockaddr*>(&sin), sizeof(sin)) == 0);
+  REQUIRE(listen(lfd, 4) == 0);
+  REQUIRE(getsockname(lfd, reinterpret_cast<sockaddr*>(&sin), &len) == 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(sin.sin_port));
+  std::thread impostor([lfd] {
+    int c = accept(lfd, nullptr, nullptr);
+    if (c < 0) return;
+    HandshakeFrame hello;
+    if (RecvFrame(c, &hello, 5000)) {
+      HandshakeFrame challenge;
+      challenge.kind = static_cast<uint16_t>(HandshakeKind::kChallenge);
+      challenge.comm_id = hello.comm_id;
+      challenge.sender_rank = 1;
+      challenge.receiver_rank = 0;
+      std::memset(challenge.proof, 0x5a, kAuthBytes);
+      HandshakeFrame proof;
+      if (SendFrame(c, challenge) && RecvFrame(c, &proof, 5000)) {
+        HandshakeFrame accept_frame;
+        accept_frame.kind = static_cast<uint16_t>(HandshakeKind::kAccept);
+        accept_frame.comm_id = hello.comm_id;
+        accept_frame.sender_rank = 1;
+        accept_frame.receiver_rank = 0;
+        SendFrame(c, accept_frame);
+      }
+    }
+    ClosedByPeer(c, 5000);
+    close(c);
+  });
+  auto member = SecretTransport(0, 2, 0xD00D, "the secret");
+  REQUIRE(member);
+  auto c = member->Connect(1, address, Deadline::AfterMs(kTestTimeoutMs));
+  impostor.join();
+  close(lfd);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == Code::kRemoteError);
+  CHECK_THAT(c.status().message(), Catch::Contains("could not prove"));
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+// Binomial-tree broadcast.
+//
+// Why a binomial tree: the ranks holding the data double every step, so the last rank has it
+// after ceil(log2 n) message latencies instead of the n-1 of a chain. That is what small
+// broadcasts pay for; large ones are bandwidth-bound, and there the root, which sends the whole
+// buffer to each of its ceil(log2 n) children, is the bottleneck — a pipelined chain (ring family)
+// sends it once per rank and wins.
+//
+// Shape: ranks are renumbered relative to the root (v = (rank - root) mod n). Rank v receives from
+// v with its lowest set bit cleared and sends to v + 2^k for every 2^k below that bit, largest
+// subtree first, so the deepest branch starts earliest. The root owns every bit.
+//
+// Pipelining: the buffer is cut into chunks of ctx.chunk_bytes and each chunk is forwarded to the
+// children as soon as it arrives, so on large buffers the levels of the tree work at the same time.
+// Receives land straight in recvbuf (no scratch); up to kRecvWindow of them are posted ahead.
+// Message c on every tree edge is chunk c, tagged MessageTag(sequence, c) on both sides.
+#include "algorithms/binomial_broadcast.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "algorithms/cost_model.h"
+
+namespace braid::algorithms {
+namespace {
+
+constexpr size_t kRecvWindow = 8;
+
+std::string Describe(const CollectiveContext& ctx, size_t count, DataType type, int root) {
+  return "rank " + std::to_string(ctx.rank) + ": broadcast #" + std::to_string(ctx.sequence) + " (" +
+         std::to_string(count) + " x " + DataTypeName(type) + ", root " + std::to_string(root) +
+         ", binomial)";
+}
+
+}  // namespace
+
+Status BinomialBroadcast(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
+                         size_t count, DataType type, int root) {
+  const size_t elem = DataTypeSize(type);
+  const int n = ctx.size;
+  const bool is_root = ctx.rank == root;
+  if (count == 0) return Status::Ok();
+  const char* in = static_cast<const char*>(sendbuf);
+  char* out = static_cast<char*>(recvbuf);
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, count * elem);
+    return Status::Ok();
+  }
+
+  // Tree relative to the root: parent clears the lowest set bit; children add lower bits.
+  const int v = (ctx.rank - root + n) % n;
+  int low_bit = 1;
+  while (low_bit < n && (v & low_bit) == 0) low_bit <<= 1;
+  const int parent = v == 0 ? -1 : (v - low_bit + root) % n;
+  std::vector<int> children;
+  for (int bit = low_bit >> 1; bit > 0; bit >>= 1) {
+    if (v + bit < n) children.push_back((v + bit + root) % n);
+  }
+
+  transport::Connection* up = nullptr;
+  if (parent >= 0) {
+    BRAID_ASSIGN_OR_RETURN(up, ctx.connection(parent));
+  }
+  std::vector<transport::Connection*> down;
+  for (int child : children) {
+    BRAID_ASSIGN_OR_RETURN(transport::Connection * c, ctx.connection(child));
+    down.push_back(c);
+  }
+
+  const size_t chunk_elems = std::max<size_t>(1, ctx.chunk_bytes / elem);
+  const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
+  auto chunk_len = [&](size_t c) { return std::min(chunk_elems, count - c * chunk_elems); };
+  // The root sends from sendbuf (copied into recvbuf at the end, overlapping the sends).
+  const char* source = is_root ? in : out;
+  auto fail = [&](const Status& status, const std::string& what, int peer) {
+    return status.WithContext(Describe(ctx, count, type, root) + ": " + what + " rank " +
+                              std::to_string(peer));
+  };
+
+  std::deque<transport::RequestPtr> recvs;
+  size_t posted = 0;
+  auto post_recvs = [&](size_t limit) {
+    for (; up != nullptr && posted < std::min(limit, chunks); ++posted) {
+      recvs.push_back(up->PostRecv(out + posted * chunk_elems * elem, chunk_len(posted) * elem,
+                                   MessageTag(ctx.sequence, posted)));
+    }
+  };
+  std::vector<std::deque<transport::RequestPtr>> sends(down.size());
+  post_recvs(kRecvWindow);
+  for (size_t c = 0; c < chunks; ++c) {
+    if (up != nullptr) {
+      Status status = recvs.front()->Wait(ctx.deadline);
+      if (!status.ok()) return fail(status, "receiving from", parent);
+      recvs.pop_front();
+      post_recvs(c + 1 + kRecvWindow);
+    }
+    for (size_t k = 0; k < down.size(); ++k) {
+      sends[k].push_back(down[k]->PostSend(source + c * chunk_elems * elem, chunk_len(c) * elem,
+                                           MessageTag(ctx.sequence, c)));
+      while (!sends[k].empty() && sends[k].front()->Test() && sends[k].front()->status().ok()) {
+        sends[k].pop_front();
+      }
+    }
+  }
+  if (is_root && in != out) std::memcpy(out, in, count * elem);
+  for (size_t k = 0; k < down.size(); ++k) {
+    for (const transport::RequestPtr& send : sends[k]) {
+      Status status = send->Wait(ctx.deadline);
+      if (!status.ok()) return fail(status, "sending to", children[k]);
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunBinomialBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  return BinomialBroadcast(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.root);
+}
+
+// The deepest rank is floor(log2 n) hops from the root (its number has that many bits set), one
+// message latency each; the root sends the whole buffer to each of its ceil(log2 n) children, and
+// with pipelining that serial sending dominates the transfer time.
+double BinomialBroadcastCost(const LinkModel& link, int n, size_t bytes) {
+  if (n <= 1) return 0;
+  const int depth = cost::FloorLog2(n);
+  return depth * link.latency_us + cost::CeilLog2(n) * cost::Transfer(link, static_cast<double>(bytes));
+}
+
+}  // namespace braid::algorithms

@@ -1,0 +1,311 @@
+// BRAID_ALGO parsing (NCCL_ALGO's list syntax), policy semantics, and cost-model selection.
+//
+// Written against the live registry: cases name algorithms of the tree family and ring allreduce,
+// which exist; properties that must hold for every algorithm (non-negative, size-monotonic costs)
+// walk the whole registry, so algorithms added later are checked too.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/registry.h"
+#include "algorithms/selector.h"
+#include "bindings/c/braid.h"
+
+namespace braid::algorithms {
+namespace {
+
+std::vector<std::string> NamesFor(Collective kind) {
+  std::vector<std::string> names;
+  for (const Algorithm& a : Algorithms()) {
+    if (a.kind == kind) names.push_back(a.name);
+  }
+  return names;
+}
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+AlgorithmPolicy MustParse(const std::string& spec) {
+  auto policy = AlgorithmPolicy::Parse(spec);
+  INFO(spec << ": " << policy.status().ToString());
+  REQUIRE(policy.ok());
+  return policy.value();
+}
+
+const char* Pick(Collective kind, size_t bytes, int nranks, const AlgorithmPolicy& policy,
+                 const LinkModel& link = LinkModel()) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.type = DataType::kUint8;
+  args.count = bytes;
+  auto chosen = SelectAlgorithm(args, nranks, policy, link);
+  INFO(chosen.status().ToString());
+  REQUIRE(chosen.ok());
+  return chosen.value()->name;
+}
+
+}  // namespace
+
+TEST_CASE("BRAID_ALGO specs that parse", "[selector][parse]") {
+  const char* spec = GENERATE("", ";", " ; ; ", "ring", "RING", "Tree", "ring,tree", " ring , tree ",
+                              "^tree", "^ring,rd", "allreduce:tree", "ALLREDUCE:TREE",
+                              " allreduce : tree ; broadcast : binomial ", "allreduce:tree,ring;",
+                              "allreduce:^ring", "allreduce:^ring,rd", "reduce:binomial",
+                              "^ring;allreduce:ring", "ring,tree;allreduce:rd;broadcast:binomial",
+                              "allreduce:rhd;reduce:binomial;broadcast:binomial");
+  CAPTURE(spec);
+  auto policy = AlgorithmPolicy::Parse(spec);
+  INFO(policy.status().ToString());
+  CHECK(policy.ok());
+  if (policy.ok()) CHECK(policy.value().spec() == spec);
+}
+
+TEST_CASE("BRAID_ALGO specs that fail name the culprit", "[selector][parse]") {
+  struct Case {
+    std::string spec;
+    std::vector<std::string> message_has;
+  };
+  const std::string all_allreduce = Join(NamesFor(Collective::kAllReduce));
+  const std::vector<Case> cases = {
+      {"bogus", {"BRAID_ALGO='bogus'", "unknown algorithm 'bogus'"}},
+      {"ring,bogus", {"unknown algorithm 'bogus'"}},
+      {"^bogus", {"unknown algorithm 'bogus'"}},
+      {"allreduce:bogus", {"unknown algorithm 'bogus' for allreduce", "it has:", "ring", "tree"}},
+      // binomial exists, but not for allreduce.
+      {"allreduce:binomial", {"unknown algorithm 'binomial' for allreduce"}},
+      {"broadcast:rd", {"unknown algorithm 'rd' for broadcast", "binomial"}},
+      {"allredux:ring", {"unknown collective 'allredux'"}},
+      {":ring", {"unknown collective ''"}},
+      {"allreduce:", {"entry 'allreduce:' names no algorithm"}},
+      {"allreduce:^", {"names no algorithm"}},
+      {"^", {"names no algorithm"}},
+      {"allreduce: , ", {"names no algorithm"}},
+      {"ring;tree", {"entry 'tree' names no collective", "only the first entry"}},
+      {"allreduce:tree;ring", {"entry 'ring' names no collective"}},
+      {"allreduce:ring;allreduce:tree", {"allreduce is given more than once"}},
+      {"allreduce:^" + all_allreduce, {"leaves no algorithm for allreduce", "it has:"}},
+      {"reduce:^" + Join(NamesFor(Collective::kReduce)), {"leaves no algorithm for reduce"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.spec);
+    auto policy = AlgorithmPolicy::Parse(c.spec);
+    REQUIRE_FALSE(policy.ok());
+    CHECK(policy.status().code() == Code::kInvalidArgument);
+    for (const std::string& part : c.message_has) {
+      CAPTURE(part);
+      CHECK(policy.status().message().find(part) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("BRAID_ALGO allows what the spec says, per collective", "[selector][policy]") {
+  const bool broadcast_has_ring = FindAlgorithm(Collective::kBroadcast, "ring") != nullptr;
+  const bool reduce_has_only_binomial = NamesFor(Collective::kReduce).size() == 1;
+  struct Case {
+    std::string spec;
+    Collective kind;
+    const char* algorithm;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"", Collective::kAllReduce, "ring", true},
+      {"", Collective::kAllReduce, "tree", true},
+      {"allreduce:tree", Collective::kAllReduce, "tree", true},
+      {"allreduce:tree", Collective::kAllReduce, "TREE", true},
+      {"allreduce:tree", Collective::kAllReduce, "ring", false},
+      {"allreduce:tree", Collective::kBroadcast, "binomial", true},  // others unconstrained
+      {"ALLREDUCE:Tree", Collective::kAllReduce, "tree", true},
+      {"allreduce:tree,rd", Collective::kAllReduce, "rd", true},
+      {"allreduce:tree,rd", Collective::kAllReduce, "rhd", false},
+      {"^tree", Collective::kAllReduce, "tree", false},
+      {"^tree", Collective::kAllReduce, "ring", true},
+      {"^tree", Collective::kBroadcast, "binomial", true},
+      {"allreduce:^ring,rd", Collective::kAllReduce, "ring", false},
+      {"allreduce:^ring,rd", Collective::kAllReduce, "rd", false},
+      {"allreduce:^ring,rd", Collective::kAllReduce, "tree", true},
+      {"allreduce:^ring,rd", Collective::kAllReduce, "rhd", true},
+      {"allreduce:^ring,rd", Collective::kReduce, "binomial", true},
+      // A global inclusion constrains only collectives that have one of its names...
+      {"ring", Collective::kAllReduce, "ring", true},
+      {"ring", Collective::kAllReduce, "tree", false},
+      {"ring", Collective::kBroadcast, "binomial", !broadcast_has_ring},
+      {"tree", Collective::kReduce, "binomial", true},
+      // ...and a per-collective list replaces the global one for its collective (NCCL).
+      {"^ring;allreduce:ring", Collective::kAllReduce, "ring", true},
+      {"^ring;allreduce:ring", Collective::kAllReduce, "tree", false},
+      {"ring;allreduce:tree", Collective::kAllReduce, "ring", false},
+      {"ring;allreduce:tree", Collective::kAllReduce, "tree", true},
+      {"rd;reduce:binomial", Collective::kAllReduce, "rd", true},
+      {"rd;reduce:binomial", Collective::kAllReduce, "ring", false},
+      // A global exclusion never leaves a collective empty.
+      {"^binomial", Collective::kReduce, "binomial", reduce_has_only_binomial},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.spec, CollectiveName(c.kind), c.algorithm);
+    CHECK(MustParse(c.spec).Allows(c.kind, c.algorithm) == c.allowed);
+  }
+}
+
+TEST_CASE("every collective with algorithms keeps one under any global list",
+          "[selector][policy]") {
+  const char* spec = GENERATE("ring", "^ring", "tree", "^tree", "binomial", "^binomial", "rd,rhd");
+  AlgorithmPolicy policy = MustParse(spec);
+  for (int k = 0; k < kNumCollectives; ++k) {
+    auto kind = static_cast<Collective>(k);
+    if (NamesFor(kind).empty()) continue;
+    CAPTURE(spec, CollectiveName(kind));
+    CollectiveArgs args;
+    args.kind = kind;
+    args.count = 1024;
+    CHECK(SelectAlgorithm(args, 4, policy, LinkModel()).ok());
+  }
+}
+
+TEST_CASE("forced algorithms win at every size and rank count", "[selector][select]") {
+  struct Case {
+    const char* spec;
+    Collective kind;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"allreduce:tree", Collective::kAllReduce, "tree"},
+      {"allreduce:ring", Collective::kAllReduce, "ring"},
+      {"allreduce:rd", Collective::kAllReduce, "rd"},
+      {"allreduce:rhd", Collective::kAllReduce, "rhd"},
+      {"broadcast:binomial", Collective::kBroadcast, "binomial"},
+      {"reduce:binomial", Collective::kReduce, "binomial"},
+  };
+  for (const Case& c : cases) {
+    AlgorithmPolicy policy = MustParse(c.spec);
+    for (int n : {1, 2, 3, 4, 5, 8, 16, 64, 1000}) {
+      for (size_t bytes : {size_t{1}, size_t{4096}, size_t{1} << 20, size_t{1} << 32}) {
+        CAPTURE(c.spec, n, bytes);
+        CHECK(std::string(Pick(c.kind, bytes, n, policy)) == c.expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("the measured models pick by size", "[selector][select]") {
+  const AlgorithmPolicy none;
+  const char* transport = GENERATE("tcp", "shm");
+  const LinkModel link = DefaultLinkModel(transport);
+  CAPTURE(transport);
+  SECTION("small allreduce: a latency-optimal algorithm") {
+    for (int n : {2, 3, 4, 5, 8, 16}) {
+      for (size_t bytes : {size_t{4}, size_t{256}, size_t{1024}}) {
+        CAPTURE(n, bytes);
+        std::string pick = Pick(Collective::kAllReduce, bytes, n, none, link);
+        CHECK((pick == "rd" || pick == "tree"));
+      }
+    }
+  }
+  SECTION("large allreduce: a bandwidth-optimal algorithm") {
+    // Rabenseifner moves as little as the ring in fewer steps on powers of two; elsewhere its
+    // folding costs two whole-buffer messages and the ring wins. With 2 ranks they tie: ring.
+    for (int n : {2, 3, 5, 6, 7}) {
+      CAPTURE(n);
+      CHECK(std::string(Pick(Collective::kAllReduce, size_t{256} << 20, n, none, link)) == "ring");
+    }
+    for (int n : {4, 8, 16}) {
+      CAPTURE(n);
+      std::string pick = Pick(Collective::kAllReduce, size_t{256} << 20, n, none, link);
+      CHECK((pick == "ring" || pick == "rhd"));
+    }
+  }
+  SECTION("recursive doubling gives way as the size grows") {
+    for (int n : {2, 4, 8}) {
+      CAPTURE(n);
+      CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, link)) == "rd");
+      CHECK(std::string(Pick(Collective::kAllReduce, size_t{16} << 20, n, none, link)) != "rd");
+    }
+  }
+  SECTION("one rank: the first registered algorithm (nothing to model)") {
+    CHECK(std::string(Pick(Collective::kAllReduce, 1 << 20, 1, none, link)) ==
+          NamesFor(Collective::kAllReduce).front());
+  }
+  SECTION("small broadcast and reduce: binomial trees; large: pipelined chains") {
+    for (int n : {3, 4, 8, 16}) {
+      CAPTURE(n);
+      CHECK(std::string(Pick(Collective::kBroadcast, 64, n, none, link)) == "binomial");
+      CHECK(std::string(Pick(Collective::kReduce, 64, n, none, link)) == "binomial");
+      if (FindAlgorithm(Collective::kBroadcast, "ring") != nullptr) {
+        CHECK(std::string(Pick(Collective::kBroadcast, size_t{64} << 20, n, none, link)) == "ring");
+      }
+      if (FindAlgorithm(Collective::kReduce, "ring") != nullptr) {
+        CHECK(std::string(Pick(Collective::kReduce, size_t{64} << 20, n, none, link)) == "ring");
+      }
+    }
+  }
+  SECTION("excluding the small-message winners falls back to the next best") {
+    AlgorithmPolicy policy = MustParse("allreduce:^rd,tree");
+    std::string pick = Pick(Collective::kAllReduce, 8, 4, policy, link);
+    CHECK(pick != "rd");
+    CHECK(pick != "tree");
+  }
+}
+
+TEST_CASE("the choice follows the link model", "[selector][select]") {
+  const AlgorithmPolicy none;
+  // With free messages and a slow wire, only the bytes moved count: ring moves the least.
+  LinkModel slow_wire;
+  slow_wire.latency_us = 0;
+  slow_wire.bandwidth_gbps = 0.001;
+  std::string pick = Pick(Collective::kAllReduce, 1 << 20, 6, none, slow_wire);
+  CHECK(pick == "ring");
+  // With expensive messages, the fewest steps win even at 1 MiB.
+  LinkModel slow_messages;
+  slow_messages.latency_us = 1e6;
+  pick = Pick(Collective::kAllReduce, 1 << 20, 16, none, slow_messages);
+  CHECK(pick == "rd");
+}
+
+TEST_CASE("measured models: shared memory is the faster link, unknown transports get TCP's",
+          "[selector][model]") {
+  const LinkModel shm = DefaultLinkModel("shm"), tcp = DefaultLinkModel("tcp");
+  CHECK(shm.latency_us < tcp.latency_us);
+  CHECK(shm.bandwidth_gbps >= tcp.bandwidth_gbps);
+  const LinkModel other = DefaultLinkModel("ibverbs"), none = DefaultLinkModel(nullptr);
+  CHECK(other.latency_us == tcp.latency_us);
+  CHECK(none.bandwidth_gbps == tcp.bandwidth_gbps);
+  CHECK(LinkModel().latency_us == tcp.latency_us);
+}
+
+TEST_CASE("every cost function is finite, non-negative and grows with size", "[selector][cost]") {
+  const LinkModel link;
+  for (const Algorithm& a : Algorithms()) {
+    if (a.cost == nullptr) continue;
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 100}) {
+      double previous = -1;
+      for (size_t bytes = 0; bytes <= (size_t{1} << 34); bytes = bytes == 0 ? 1 : bytes * 4) {
+        CAPTURE(a.name, CollectiveName(a.kind), n, bytes);
+        const double cost = a.cost(link, n, bytes);
+        CHECK(cost >= 0);
+        CHECK(cost < 1e15);
+        CHECK(cost >= previous);
+        previous = cost;
+      }
+    }
+  }
+}
+
+TEST_CASE("a bad BRAID_ALGO fails communicator creation, naming it", "[env]") {
+  const char* spec = std::getenv("BRAID_ALGO");
+  REQUIRE(spec != nullptr);  // set by the BUILD rule
+  braidUniqueId id;
+  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  braidComm_t comm = nullptr;
+  CHECK(braidCommInitRank(&comm, 1, id, 0) == braidInvalidArgument);
+  const std::string error = braidGetLastError(nullptr);
+  CAPTURE(error);
+  CHECK(error.find("BRAID_ALGO") != std::string::npos);
+  CHECK(error.find("nosuch") != std::string::npos);
+}
+
+}  // namespace braid::algorithms

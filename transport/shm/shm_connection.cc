@@ -1,0 +1,584 @@
+// The shm data path (see shm_connection.h for the protocol and why the waiting thread moves the
+// data).
+#include "transport/shm/shm_connection.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "transport/shm/cross_memory.h"
+#include "transport/shm/wait.h"
+#include "transport/shm/wire.h"
+
+namespace braid::transport::shm {
+namespace {
+
+// A message is cut into ring pieces of at least this size (or its whole size if smaller), so
+// small messages are never split and large ones stream without tiny fragments.
+constexpr uint64_t kMinPiece = 4096;
+
+RequestPtr FinishedRequest(const Status& status) {
+  auto request = std::make_shared<Request>();
+  request->Complete(status);
+  return request;
+}
+
+// One completed request per thread, returned by posts that finish on the spot: most small
+// messages then cost no allocation. Requests are immutable once complete, so sharing is safe.
+const RequestPtr& DoneRequest() {
+  thread_local const RequestPtr done = FinishedRequest(Status::Ok());
+  return done;
+}
+
+}  // namespace
+
+std::shared_ptr<ShmChannel> ShmChannel::Create(ChannelSetup setup) {
+  return std::shared_ptr<ShmChannel>(new ShmChannel(std::move(setup)));
+}
+
+ShmChannel::ShmChannel(ChannelSetup setup)
+    : rank_(setup.rank),
+      peer_(setup.peer),
+      side_(setup.side),
+      socket_(setup.socket),
+      segment_(std::move(setup.segment)),
+      own_(&segment_.header()->side[side_]),
+      other_(&segment_.header()->side[1 - side_]),
+      out_(&segment_.header()->ring[side_]),
+      in_(&segment_.header()->ring[1 - side_]),
+      in_data_(segment_.ring_data(1 - side_)),
+      ring_bytes_(segment_.header()->ring_bytes),
+      remote_min_bytes_(setup.remote_min_bytes),
+      peer_reads_us_(setup.peer_reads_us),
+      we_read_peer_(setup.we_read_peer),
+      same_process_(setup.same_process),
+      peer_pid_(setup.peer_pid),
+      stalled_(std::move(setup.stalled)),
+      writer_(out_, segment_.ring_data(side_), ring_bytes_),
+      reader_(in_, in_data_, ring_bytes_) {}
+
+ShmChannel::~ShmChannel() {
+  if (socket_ >= 0) ::close(socket_);
+}
+
+const char* ShmChannel::large_message_path() const {
+  if (!peer_reads_us_ || remote_min_bytes_ == UINT64_MAX) return "ring";
+  return same_process_ ? "memcpy" : "process_vm_readv";
+}
+
+std::string ShmChannel::LostMessage(const std::string& why) const {
+  return "rank " + std::to_string(rank_) + ": connection to rank " + std::to_string(peer_) +
+         " lost: " + why;
+}
+
+std::string ShmChannel::MismatchMessage(uint64_t want_tag, uint64_t want_bytes, uint64_t tag,
+                                        uint64_t bytes) const {
+  return "rank " + std::to_string(rank_) + ": receive from rank " + std::to_string(peer_) +
+         " expected tag " + std::to_string(want_tag) + " and " + std::to_string(want_bytes) +
+         " bytes, but the next message has tag " + std::to_string(tag) + " and " +
+         std::to_string(bytes) + " bytes";
+}
+
+// Callers run WakePeer() first: its sequentially consistent fence orders our tail store before
+// this load, pairing with the producer's arm-then-recheck (ArmDoorbellLocked), so either the
+// producer sees the space or we see its request.
+void ShmChannel::RingDoorbellIfAsked() {
+  if (in_->want_doorbell.load(std::memory_order_relaxed) != 0 &&
+      in_->want_doorbell.exchange(0, std::memory_order_seq_cst) != 0) {
+    const char bell = kDoorbell;
+    (void)::send(socket_, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
+
+void ShmChannel::WakeSelf() { WakeIfSleeping(&own_->wake_seq, &own_->sleepers); }
+void ShmChannel::WakePeer() { WakeIfSleeping(&other_->wake_seq, &other_->sleepers); }
+
+bool ShmChannel::SocketHungUp() const {
+  pollfd pfd{socket_, POLLRDHUP, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return false;
+  return (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+}
+
+// ---- send side ----
+
+ShmChannel::Push ShmChannel::PushSend(SendOp& op) {
+  uint64_t granted = 0;
+  if (peer_reads_us_ && op.bytes >= remote_min_bytes_ && !op.started) {
+    char* payload = writer_.Reserve(sizeof(RemoteRef), sizeof(RemoteRef), &granted);
+    if (payload == nullptr) return Push::kStalled;
+    RemoteRef ref{reinterpret_cast<uint64_t>(op.data), remote_next_};
+    std::memcpy(payload, &ref, sizeof(ref));
+    writer_.Commit(RecordKind::kRemote, sizeof(ref), op.tag, op.bytes);
+    return Push::kRemote;
+  }
+  do {
+    const uint64_t left = op.bytes - op.offset;
+    char* payload = writer_.Reserve(std::min(left, kMinPiece), left, &granted);
+    if (payload == nullptr) return Push::kStalled;
+    if (granted > 0) std::memcpy(payload, op.data + op.offset, granted);
+    writer_.Commit(op.started ? RecordKind::kMore : RecordKind::kStart,
+                   static_cast<uint32_t>(granted), op.tag, op.bytes);
+    op.offset += granted;
+    op.started = true;
+  } while (op.offset < op.bytes);
+  return Push::kDone;
+}
+
+void ShmChannel::ArmDoorbellLocked() {
+  if (out_->want_doorbell.load(std::memory_order_relaxed) == 0) {
+    out_->want_doorbell.store(1, std::memory_order_seq_cst);
+  }
+  (void)ProgressSendLocked(nullptr);
+}
+
+void ShmChannel::UpdateSendStateLocked() {
+  send_work_.store(static_cast<int>(send_queue_.size() + remote_sends_.size()),
+                   std::memory_order_relaxed);
+  const bool stalled = !send_queue_.empty();
+  const bool listed = listed_.load(std::memory_order_relaxed);
+  if (stalled && !listed) {
+    listed_.store(true, std::memory_order_relaxed);
+    stalled_->Add(shared_from_this());
+  } else if (!stalled && listed) {
+    listed_.store(false, std::memory_order_relaxed);
+    doorbell_mode_ = false;
+    stalled_->Remove(this);
+  }
+}
+
+bool ShmChannel::ProgressSendLocked(bool* completed_out) {
+  if (!send_failure_.ok()) return false;
+  bool completed = false;
+  const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
+  while (!remote_sends_.empty() && remote_sends_.front().first < done) {
+    remote_sends_.front().second->Complete(Status::Ok());
+    remote_sends_.pop_front();
+    completed = true;
+  }
+  bool pushed = false;
+  while (!send_queue_.empty()) {
+    SendOp& op = send_queue_.front();
+    const uint64_t offset = op.offset;
+    const bool started = op.started;
+    Push result = PushSend(op);
+    if (op.offset != offset || op.started != started) pushed = true;
+    if (result == Push::kStalled) break;
+    pushed = true;
+    if (result == Push::kRemote) {
+      remote_sends_.emplace_back(remote_next_++, std::move(op.request));
+    } else {
+      op.request->Complete(Status::Ok());
+      completed = true;
+    }
+    send_queue_.pop_front();
+  }
+  if (pushed) {
+    pushes_.fetch_add(1, std::memory_order_relaxed);
+    WakePeer();
+  }
+  UpdateSendStateLocked();
+  if (completed_out != nullptr) *completed_out = completed;
+  return pushed || completed;
+}
+
+RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(send_mutex_);
+  if (!send_failure_.ok()) return FinishedRequest(send_failure_);
+  SendOp op{nullptr, static_cast<const char*>(data), bytes, tag, 0, false};
+  if (send_queue_.empty()) {
+    Push result = PushSend(op);
+    if (result == Push::kDone) {
+      WakePeer();
+      return DoneRequest();
+    }
+    auto request = std::make_shared<Request>(shared_from_this());
+    if (result == Push::kRemote) {
+      WakePeer();
+      remote_sends_.emplace_back(remote_next_++, request);
+      send_work_.fetch_add(1, std::memory_order_relaxed);
+      return request;
+    }
+    if (op.started) WakePeer();  // the first pieces are in the ring
+    op.request = request;
+    send_queue_.push_back(op);
+    UpdateSendStateLocked();
+    return request;
+  }
+  op.request = std::make_shared<Request>(shared_from_this());
+  send_queue_.push_back(op);
+  UpdateSendStateLocked();
+  return op.request;
+}
+
+bool ShmChannel::TryPushSends() {
+  if (!send_mutex_.try_lock()) return false;
+  bool completed = false;
+  bool moved = ProgressSendLocked(&completed);
+  send_mutex_.unlock();
+  if (completed) WakeSelf();
+  return moved;
+}
+
+void ShmChannel::OnDoorbell() {
+  bool completed = false;
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    (void)ProgressSendLocked(&completed);
+    if (doorbell_mode_ && !send_queue_.empty()) ArmDoorbellLocked();
+  }
+  if (completed) WakeSelf();
+}
+
+void ShmChannel::Backstop() {
+  const uint64_t pushes = pushes_.load(std::memory_order_relaxed);
+  if (pushes != backstop_seen_) {
+    backstop_seen_ = pushes;  // somebody is pushing: leave it to them
+    return;
+  }
+  bool completed = false;
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    (void)ProgressSendLocked(&completed);
+    if (!send_queue_.empty()) {
+      doorbell_mode_ = true;
+      ArmDoorbellLocked();
+    }
+  }
+  backstop_seen_ = pushes_.load(std::memory_order_relaxed);
+  if (completed) WakeSelf();
+}
+
+// ---- receive side ----
+
+Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  if (!we_read_peer_) {
+    return Status::RemoteError(LostMessage(
+        "it sent a message by reference but this rank cannot read its memory"));
+  }
+  const char* abandoned = "it let go of a message before this rank had copied it";
+  if (same_process_) {
+    // Dekker with Fail() on the sender's side: either we see `abandoned` or it sees us busy and
+    // waits, so its buffer stays valid for the whole copy.
+    in_->reader_busy.store(1, std::memory_order_seq_cst);
+    if (in_->abandoned.load(std::memory_order_seq_cst) != 0) {
+      in_->reader_busy.store(0, std::memory_order_release);
+      return Status::RemoteError(LostMessage(abandoned));
+    }
+    std::memcpy(destination, reinterpret_cast<const void*>(address), bytes);
+    in_->reader_busy.store(0, std::memory_order_release);
+    return Status::Ok();
+  }
+  if (in_->abandoned.load(std::memory_order_acquire) != 0) {
+    return Status::RemoteError(LostMessage(abandoned));
+  }
+  std::string error = ReadFromProcess(peer_pid_, destination, address, bytes);
+  if (!error.empty()) return Status::RemoteError(LostMessage(error));
+  // The sender may have given up (or died, and its pid been reused) while we copied: then the
+  // bytes are not to be trusted.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (in_->abandoned.load(std::memory_order_relaxed) != 0) {
+    return Status::RemoteError(LostMessage(abandoned));
+  }
+  if (SocketHungUp()) {
+    return Status::RemoteError(LostMessage("it went away while this rank copied a message"));
+  }
+  return Status::Ok();
+}
+
+void ShmChannel::FailReceivesLocked(const Status& status) {
+  if (active_.request) active_.request->Complete(status);
+  active_ = RecvOp{};
+  for (RecvOp& op : recv_queue_) op.request->Complete(status);
+  recv_queue_.clear();
+  recv_work_.store(0, std::memory_order_relaxed);
+}
+
+bool ShmChannel::ProgressRecvLocked() {
+  if (!recv_failure_.ok()) return false;
+  // Read before looking at the ring: once the peer is known gone, everything it wrote is visible.
+  const bool gone = peer_gone_.load(std::memory_order_acquire);
+  bool consumed = false;
+  bool acked = false;
+  bool completed = false;
+  for (;;) {
+    const RecordHeader* record = reader_.Peek();
+    if (record == nullptr) break;
+    const RecordKind kind = record->kind;
+    if (kind == RecordKind::kMore) {
+      const uint64_t length = record->length;
+      if (active_.request) {
+        if (active_offset_ + length > active_.bytes) {
+          recv_failure_ = Status::RemoteError(LostMessage("message pieces out of step"));
+          break;
+        }
+        std::memcpy(active_.data + active_offset_, RingReader::Payload(record), length);
+        active_offset_ += length;
+        if (active_offset_ == active_.bytes) {
+          active_.request->Complete(Status::Ok());
+          active_ = RecvOp{};
+          recv_work_.fetch_sub(1, std::memory_order_relaxed);
+          completed = true;
+        }
+      } else if (discarding_ && length <= discard_left_) {
+        discard_left_ -= length;
+        discarding_ = discard_left_ > 0;
+      } else {
+        recv_failure_ = Status::RemoteError(LostMessage("unexpected message piece"));
+        break;
+      }
+      reader_.Consume(record);
+      consumed = true;
+      continue;
+    }
+    if (kind != RecordKind::kStart && kind != RecordKind::kRemote) {
+      recv_failure_ = Status::RemoteError(LostMessage("unknown record in the ring"));
+      break;
+    }
+    if (active_.request || discarding_) {
+      recv_failure_ = Status::RemoteError(LostMessage("a message started inside another"));
+      break;
+    }
+    if (recv_queue_.empty()) break;  // the message waits in the ring for its receive
+    RecvOp op = std::move(recv_queue_.front());
+    recv_queue_.pop_front();
+    const uint64_t tag = record->tag;
+    const uint64_t total = record->total;
+    const uint64_t length = record->length;
+    if (op.tag != tag || op.bytes != total) {
+      Status status = Status::Internal(MismatchMessage(op.tag, op.bytes, tag, total));
+      BRAID_LOG(kWarn, rank_) << status.message();
+      op.request->Complete(status);
+      recv_work_.fetch_sub(1, std::memory_order_relaxed);
+      completed = true;
+      if (kind == RecordKind::kRemote) {
+        ++remote_acked_;  // the sender's send still completes, as it would over TCP
+        acked = true;
+      } else {
+        discard_left_ = total - length;
+        discarding_ = discard_left_ > 0;
+      }
+    } else if (kind == RecordKind::kRemote) {
+      RemoteRef ref;
+      std::memcpy(&ref, RingReader::Payload(record), sizeof(ref));
+      Status status = CopyRemote(op.data, ref.address, total);
+      if (!status.ok()) {
+        BRAID_LOG(kWarn, rank_) << status.message();
+      }
+      op.request->Complete(std::move(status));
+      recv_work_.fetch_sub(1, std::memory_order_relaxed);
+      completed = true;
+      ++remote_acked_;
+      acked = true;
+    } else {
+      if (length > 0) std::memcpy(op.data, RingReader::Payload(record), length);
+      if (length == total) {
+        op.request->Complete(Status::Ok());
+        recv_work_.fetch_sub(1, std::memory_order_relaxed);
+        completed = true;
+      } else {
+        active_ = std::move(op);
+        active_offset_ = length;
+      }
+    }
+    reader_.Consume(record);
+    consumed = true;
+  }
+  if (acked) in_->remote_done.store(remote_acked_, std::memory_order_release);
+  if (consumed) {
+    WakePeer();  // space freed, remote copies done: the producer may be waiting for either
+    RingDoorbellIfAsked();
+  }
+  if (!recv_failure_.ok()) {
+    BRAID_LOG(kWarn, rank_) << recv_failure_.message();
+    FailReceivesLocked(recv_failure_);
+    completed = true;
+  } else if (gone && (active_.request || !recv_queue_.empty()) && reader_.Peek() == nullptr) {
+    recv_failure_ = peer_gone_status_;
+    FailReceivesLocked(recv_failure_);
+    completed = true;
+  }
+  if (completed) WakeSelf();  // another thread of ours may sleep on one of these requests
+  return consumed || completed;
+}
+
+RequestPtr ShmChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(recv_mutex_);
+  if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
+  if (recv_queue_.empty() && !active_.request && !discarding_) {
+    // Fast path: the whole message is already waiting at the head of the ring.
+    const RecordHeader* record = reader_.Peek();
+    if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
+        record->total == bytes && record->length == bytes) {
+      if (bytes > 0) std::memcpy(data, RingReader::Payload(record), bytes);
+      reader_.Consume(record);
+      WakePeer();
+      RingDoorbellIfAsked();
+      return DoneRequest();
+    }
+  }
+  auto request = std::make_shared<Request>(shared_from_this());
+  recv_queue_.push_back(RecvOp{request, static_cast<char*>(data), bytes, tag});
+  recv_work_.fetch_add(1, std::memory_order_relaxed);
+  (void)ProgressRecvLocked();
+  return request;
+}
+
+// ---- progress and waiting ----
+
+bool ShmChannel::Poll() {
+  bool moved = false;
+  if (recv_work_.load(std::memory_order_relaxed) > 0 &&
+      (RingReader::MaybeReady(in_, in_data_, ring_bytes_) ||
+       peer_gone_.load(std::memory_order_relaxed))) {
+    if (recv_mutex_.try_lock()) {
+      moved = ProgressRecvLocked();
+      recv_mutex_.unlock();
+    }
+  }
+  if (send_work_.load(std::memory_order_relaxed) > 0) moved |= TryPushSends();
+  // Other connections' sends waiting for space (see StalledSends); skipped when the only one
+  // listed is this channel, pushed just above.
+  const int stalled = stalled_->count();
+  if (stalled > 1 || (stalled == 1 && !listed_.load(std::memory_order_relaxed))) {
+    moved |= stalled_->PushAll();
+  }
+  return moved;
+}
+
+void ShmChannel::Progress() { (void)Poll(); }
+
+Status ShmChannel::Wait(const Request& request, Deadline deadline) {
+  const bool forever = deadline.when() == Deadline::Clock::time_point::max();
+  int64_t now = NowNs();
+  const int64_t end = forever ? INT64_MAX
+                              : now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          deadline.when() - Deadline::Clock::now())
+                                          .count();
+  // The phases restart whenever data moves: a long transfer in many ring pieces keeps both
+  // sides spinning rather than paying a futex wake-up per piece.
+  int64_t phase_start = now;
+  for (int i = 0;; ++i) {
+    const bool moved = Poll();
+    if (request.IsDone()) return request.status();
+    if (moved || (i & 15) == 15) {
+      now = NowNs();
+      if (moved) phase_start = now;
+    }
+    if (now >= end) {
+      return Status::Timeout("rank " + std::to_string(rank_) +
+                             ": request on the shm connection to rank " + std::to_string(peer_) +
+                             " did not complete before the deadline");
+    }
+    const int64_t idle = now - phase_start;
+    if (idle < kSpinNs) {
+      CpuRelax();  // phase 1: the peer is probably about to answer
+      continue;
+    }
+    if (idle < kYieldNs) {
+      sched_yield();  // phase 2: let a runnable peer have the core
+      now = NowNs();
+      continue;
+    }
+    // Phase 3: announce, re-check, sleep on the futex.
+    own_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seq = own_->wake_seq.load(std::memory_order_seq_cst);
+    const bool moved_now = Poll();
+    if (!moved_now && !request.IsDone()) {
+      FutexWait(&own_->wake_seq, seq, std::min(end - now, kMaxSleepNs));
+    }
+    own_->sleepers.fetch_sub(1, std::memory_order_relaxed);
+    now = NowNs();
+    // After a wake-up without news, yield-poll again before the next sleep.
+    phase_start = moved_now ? now : now - kSpinNs;
+  }
+}
+
+// ---- failure ----
+
+void ShmChannel::Fail(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    std::lock_guard<std::mutex> recv_lock(recv_mutex_);
+    if (failed_.load()) return;
+    out_->abandoned.store(1, std::memory_order_seq_cst);
+    if (same_process_) {
+      // The peer thread may be copying out of one of our buffers right now (see CopyRemote).
+      while (out_->reader_busy.load(std::memory_order_seq_cst) != 0) sched_yield();
+    }
+    // Sends the peer finished copying did succeed.
+    const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
+    for (auto& [sequence, request] : remote_sends_) {
+      request->Complete(sequence < done ? Status::Ok() : reason);
+    }
+    remote_sends_.clear();
+    for (SendOp& op : send_queue_) op.request->Complete(reason);
+    send_queue_.clear();
+    UpdateSendStateLocked();
+    if (send_failure_.ok()) send_failure_ = reason;
+    if (recv_failure_.ok()) recv_failure_ = reason;
+    FailReceivesLocked(reason);
+    failed_.store(true);
+  }
+  ::shutdown(socket_, SHUT_RDWR);  // the peer sees end of file; our control thread lets go
+  WakeSelf();
+}
+
+void ShmChannel::OnPeerGone(const Status& reason) {
+  if (peer_gone_.load()) return;
+  {
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    peer_gone_status_ = reason;
+    peer_gone_.store(true, std::memory_order_release);
+    if (send_failure_.ok()) {
+      const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
+      for (auto& [sequence, request] : remote_sends_) {
+        request->Complete(sequence < done ? Status::Ok() : reason);
+      }
+      remote_sends_.clear();
+      for (SendOp& op : send_queue_) op.request->Complete(reason);
+      send_queue_.clear();
+      UpdateSendStateLocked();
+      send_failure_ = reason;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> recv_lock(recv_mutex_);
+    (void)ProgressRecvLocked();  // hands over what is left in the ring, then fails the rest
+  }
+  WakeSelf();
+}
+
+// ---- ShmConnection ----
+
+ShmConnection::ShmConnection(std::shared_ptr<ShmChannel> channel) : channel_(std::move(channel)) {}
+
+ShmConnection::~ShmConnection() {
+  channel_->Fail(Status::Aborted("rank " + std::to_string(channel_->rank()) +
+                                 ": connection to rank " + std::to_string(channel_->peer()) +
+                                 " was destroyed"));
+}
+
+RequestPtr ShmConnection::PostSend(const void* data, size_t bytes, uint64_t tag) {
+  return channel_->PostSend(data, bytes, tag);
+}
+
+RequestPtr ShmConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
+  return channel_->PostRecv(data, bytes, tag);
+}
+
+void ShmConnection::Close(const Status& reason) {
+  channel_->Fail(reason.ok() ? Status::Aborted("rank " + std::to_string(channel_->rank()) +
+                                               ": connection to rank " +
+                                               std::to_string(channel_->peer()) + " closed")
+                             : reason);
+}
+
+}  // namespace braid::transport::shm

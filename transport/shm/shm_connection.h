@@ -1,0 +1,231 @@
+// ShmChannel / ShmConnection: a Connection between two ranks of one host through a shared
+// segment (see segment.h) holding one ring per direction (see ring.h).
+//
+// Why there is no io thread: a helper thread per connection would cost a thread hand-off (a
+// wake-up, ~30 us on the development VM) per message and compete with the ranks for the cores.
+// Instead the thread that posts, tests or waits moves the data itself: requests carry the channel
+// as their RequestDriver, so Request::Test()/Wait() land in Progress()/Wait() here.
+//
+// Sending: PostSend writes the message into the outgoing ring at once when it fits, and then
+// returns an already-completed request (no allocation). Large messages may go as a remote
+// descriptor (address + sequence number) instead: the receiver copies straight from the sender's
+// buffer, one copy instead of two, and publishes remote_done, which completes the send. That is
+// done from ChannelSetup::remote_min_bytes up, which the transport sets per pair from
+// measurements (shm_transport.h: memcpy between thread ranks wins; process_vm_readv loses to
+// the cache-resident ring on the development VM). Otherwise large messages stream through the
+// ring in pieces of up to a quarter of it, sender and receiver copying at the same time on two
+// cores. Sends that find no room wait in a queue, in posting order, and the channel joins the
+// transport's StalledSends list: any thread waiting on any connection of the transport pushes
+// them, and the control thread does (then driven by the consumer's doorbell) when nobody has for
+// a millisecond -- a rank blocked on another transport still drains its shm sends, as TCP's io
+// thread would.
+//
+// Receiving: receives match ring records in posting order; a tag or size mismatch fails the
+// receive with kInternalError naming both and drops that message (acknowledging it if remote),
+// so the stream stays in step. Messages wait in the ring until a receive is posted (the ring's
+// back-pressure holds the sender), so nothing is ever buffered twice.
+//
+// Failure: Fail() (Close, Abort, transport destruction) fails every pending request, marks the
+// outgoing direction abandoned (so the peer never trusts a descriptor into buffers the caller got
+// back) and shuts the socket down, which the peer sees as end of file. When the peer's socket
+// reaches end of file (it closed, exited or was killed), sends fail at once with kRemoteError
+// "connection to rank P lost"; receives still get what is already in the ring, then fail the same
+// way.
+//
+// Thread safety: posting, testing and waiting from any number of threads. Progress takes each
+// side's lock with try_lock, so concurrent waiters never block one another; one of them moves
+// the data while the others poll their request.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "transport/connection.h"
+#include "transport/shm/ring.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/stalled_sends.h"
+
+namespace braid::transport::shm {
+
+// What a finished handshake hands to a channel.
+struct ChannelSetup {
+  int rank = -1;
+  int peer = -1;
+  int side = 0;     // 0: this rank dialed (lower rank), 1: it accepted
+  int socket = -1;  // connected Unix socket; the channel owns it
+  Segment segment;
+  uint64_t remote_min_bytes = UINT64_MAX;  // remote descriptors from this size up (if allowed)
+  bool peer_reads_us = false;   // our large sends may go as remote descriptors
+  bool we_read_peer = false;    // the peer's remote descriptors can be copied (else: fail them)
+  bool same_process = false;    // copy with memcpy instead of process_vm_readv
+  pid_t peer_pid = -1;
+  std::shared_ptr<StalledSends> stalled;  // the transport's list (never null)
+};
+
+class ShmChannel : public RequestDriver, public std::enable_shared_from_this<ShmChannel> {
+ public:
+  static std::shared_ptr<ShmChannel> Create(ChannelSetup setup);
+  ~ShmChannel() override;
+  ShmChannel(const ShmChannel&) = delete;
+  ShmChannel& operator=(const ShmChannel&) = delete;
+
+  int rank() const { return rank_; }
+  int peer() const { return peer_; }
+  int socket() const { return socket_; }
+  // "memcpy", "process_vm_readv" or "ring": how large messages travel from this side.
+  const char* large_message_path() const;
+
+  // See Connection. Never block (a post may copy a message into or out of the ring); safe from
+  // any thread.
+  RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag);
+  RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
+  // Fails every pending and future request with `reason`, abandons the outgoing direction and
+  // shuts the socket down. Returns once no thread of this process uses any request's buffer
+  // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
+  // reason wins.
+  void Fail(const Status& reason);
+  // True once Fail() ran or the peer is gone: the control thread stops watching the socket.
+  bool finished() const { return failed_.load() || peer_gone_.load(); }
+
+  // Control thread: the socket reached end of file or an error. Fails sends now and receives
+  // once the ring is drained, with kRemoteError `reason`.
+  void OnPeerGone(const Status& reason);
+  // Control thread: the consumer freed ring space we asked to hear about; pushes queued sends
+  // and asks for the next doorbell while some remain.
+  void OnDoorbell();
+  // Control thread, every millisecond while this channel is stalled: if nobody pushed its sends
+  // since the last call, pushes them and switches to doorbells.
+  void Backstop();
+  // Pushes queued sends unless another thread holds the send lock; true if anything moved.
+  bool TryPushSends();
+
+  // RequestDriver: lock-free when there is nothing to do.
+  void Progress() override;
+  // Spins, then yields, then sleeps on this side's futex (wait.h); wakes on any event of this
+  // connection, Fail(), Abort() and peer loss.
+  Status Wait(const Request& request, Deadline deadline) override;
+
+ private:
+  struct SendOp {
+    RequestPtr request;  // null while the op has not left PostSend's fast path
+    const char* data;
+    uint64_t bytes;
+    uint64_t tag;
+    uint64_t offset;  // payload bytes already in the ring
+    bool started;     // its kStart record is in the ring
+  };
+  struct RecvOp {
+    RequestPtr request;
+    char* data;
+    uint64_t bytes;
+    uint64_t tag;
+  };
+  enum class Push { kDone, kRemote, kStalled };
+
+  explicit ShmChannel(ChannelSetup setup);
+
+  // All of these run with send_mutex_ held.
+  Push PushSend(SendOp& op);
+  // Completes acknowledged remote sends and pushes queued sends. Returns whether anything moved;
+  // `*completed` (if given) whether a request completed.
+  bool ProgressSendLocked(bool* completed);
+  // Keeps send_work_ and the StalledSends listing in step with the queues.
+  void UpdateSendStateLocked();
+  // Asks the consumer for a doorbell after it frees space, then pushes once more in case it
+  // freed some before it could see the request.
+  void ArmDoorbellLocked();
+
+  // With recv_mutex_ held. Matches ring records to posted receives; true if anything moved.
+  bool ProgressRecvLocked();
+  // Progress() that says whether anything moved (Wait() restarts its spin phase then).
+  bool Poll();
+  Status CopyRemote(char* destination, uint64_t address, uint64_t bytes);
+  void FailReceivesLocked(const Status& status);
+  std::string MismatchMessage(uint64_t want_tag, uint64_t want_bytes, uint64_t tag,
+                              uint64_t bytes) const;
+  std::string LostMessage(const std::string& why) const;
+  bool SocketHungUp() const;
+
+  void WakeSelf();
+  void WakePeer();
+  // After consuming: if the producer asked for a doorbell, ring it (one byte on the socket).
+  void RingDoorbellIfAsked();
+
+  const int rank_;
+  const int peer_;
+  const int side_;
+  const int socket_;
+  Segment segment_;
+  SideControl* const own_;
+  SideControl* const other_;
+  RingControl* const out_;
+  RingControl* const in_;
+  char* const in_data_;
+  const uint64_t ring_bytes_;
+  const uint64_t remote_min_bytes_;
+  const bool peer_reads_us_;
+  const bool we_read_peer_;
+  const bool same_process_;
+  const pid_t peer_pid_;
+  const std::shared_ptr<StalledSends> stalled_;
+
+  // Lock order: send_mutex_ before recv_mutex_ (only Fail() holds both). Neither is held while
+  // taking a transport lock. Progress() only try_locks them.
+  std::mutex send_mutex_;  // guards the producer side: writer_, the send queues, send_failure_
+  RingWriter writer_;
+  std::deque<SendOp> send_queue_;                         // not yet (fully) in the ring
+  std::deque<std::pair<uint64_t, RequestPtr>> remote_sends_;  // in the ring, awaiting remote_done
+  uint64_t remote_next_ = 0;
+  Status send_failure_;
+  std::atomic<bool> listed_{false};  // in stalled_ (queue not empty); written under send_mutex_
+  bool doorbell_mode_ = false;     // the control thread took over pushing (see Backstop)
+  std::atomic<int> send_work_{0};  // queued + remote outstanding: hint for lock-free Progress()
+  std::atomic<uint64_t> pushes_{0};  // records pushed so far (Backstop's progress check)
+  uint64_t backstop_seen_ = 0;       // control thread only
+
+  std::mutex recv_mutex_;  // guards the consumer side: reader_, the receive queue, active_
+  RingReader reader_;
+  std::deque<RecvOp> recv_queue_;
+  RecvOp active_{};           // the message whose pieces are arriving (request set if any)
+  uint64_t active_offset_ = 0;
+  uint64_t discard_left_ = 0;  // bytes of a refused message still to drop
+  bool discarding_ = false;
+  uint64_t remote_acked_ = 0;
+  Status recv_failure_;
+  std::atomic<int> recv_work_{0};  // receives posted and not done: hint for Progress()
+
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> peer_gone_{false};
+  Status peer_gone_status_;  // written once before peer_gone_ is set (release), read after
+};
+
+// The Connection handed to algorithms. Destroying it closes the link (pending requests fail with
+// kAborted); the peer sees end of file.
+class ShmConnection : public Connection {
+ public:
+  explicit ShmConnection(std::shared_ptr<ShmChannel> channel);
+  ~ShmConnection() override;
+  ShmConnection(const ShmConnection&) = delete;
+  ShmConnection& operator=(const ShmConnection&) = delete;
+
+  int peer() const override { return channel_->peer(); }
+  RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
+  RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
+  // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;
+  // returns once no buffer is in use. Idempotent.
+  void Close(const Status& reason) override;
+
+ private:
+  std::shared_ptr<ShmChannel> channel_;
+};
+
+}  // namespace braid::transport::shm

@@ -1,0 +1,712 @@
+// The shm transport: listener, handshake and control thread (see shm_transport.h for the why).
+#include "transport/shm/shm_transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "transport/shm/cross_memory.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/shm_connection.h"
+#include "transport/shm/stalled_sends.h"
+#include "transport/shm/unix_socket.h"
+#include "transport/shm/wait.h"
+#include "transport/shm/wire.h"
+
+namespace braid::transport::shm {
+namespace {
+
+constexpr char kAddressPrefix[] = "braid-shm-";
+constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
+// Backoff between dials while nobody listens at the peer's address yet.
+constexpr int kFirstRetryMs = 1;
+constexpr int kMaxRetryMs = 50;
+
+std::string Hex(uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+bool ValidRingBytes(uint64_t bytes) {
+  return bytes >= (uint64_t{64} << 10) && bytes <= kMaxRingBytes && (bytes & (bytes - 1)) == 0;
+}
+
+// Falling back to two copies is worth one warning per process, not one per link -- and none
+// when this rank would not copy across processes anyway (`matters` false).
+void NoteNoCrossMemory(int rank, int peer, const std::string& why, bool matters) {
+  static std::atomic<bool> warned{false};
+  if (matters && !warned.exchange(true)) {
+    BRAID_LOG(kWarn, rank) << "shm: cannot read the memory of rank " << peer << " (" << why
+                           << "); large messages between ranks that cannot read each other go "
+                              "through the shared ring (two copies). Logged once per process.";
+  } else {
+    BRAID_LOG(kInfo, rank) << "shm: cannot read the memory of rank " << peer << " (" << why << ")";
+  }
+}
+
+// What is wrong with `frame`, or "" if it is a valid frame of `kind` from `expected_sender`
+// (any lower rank when < 0) to `rank` in communicator `comm_id`.
+std::string CheckFrame(const HandshakeFrame& frame, FrameKind kind, uint64_t comm_id, int rank,
+                       int size, int expected_sender) {
+  if (frame.magic != kHandshakeMagic) {
+    return "bad magic " + Hex(frame.magic) + " (not a braid shm peer)";
+  }
+  if (frame.version != kWireVersion) {
+    return "peer speaks shm wire version " + std::to_string(frame.version) +
+           ", this build speaks " + std::to_string(kWireVersion);
+  }
+  if (frame.kind != static_cast<uint16_t>(kind)) {
+    return "unexpected frame kind " + std::to_string(frame.kind) + " (expected " +
+           std::to_string(static_cast<int>(kind)) + ")";
+  }
+  if (frame.comm_id != comm_id) {
+    return "communicator id " + Hex(frame.comm_id) + " is not this communicator's (" +
+           Hex(comm_id) + ")";
+  }
+  if (frame.receiver_rank != rank) {
+    return "frame addressed to rank " + std::to_string(frame.receiver_rank) + ", this is rank " +
+           std::to_string(rank);
+  }
+  if (expected_sender >= 0) {
+    if (frame.sender_rank != expected_sender) {
+      return "frame from rank " + std::to_string(frame.sender_rank) + ", expected rank " +
+             std::to_string(expected_sender);
+    }
+  } else if (frame.sender_rank < 0 || frame.sender_rank >= rank || frame.sender_rank >= size) {
+    return "sender rank " + std::to_string(frame.sender_rank) +
+           " is not a lower rank of this communicator of size " + std::to_string(size) +
+           " (the lower rank of a pair dials)";
+  }
+  return "";
+}
+
+// A handshaken link waiting for (or handed to) Connect.
+struct Link {
+  int socket = -1;
+  Segment segment;
+  pid_t peer_pid = -1;
+  bool same_process = false;
+  bool we_read_peer = false;
+  bool peer_reads_us = false;
+};
+
+// An accepted socket whose handshake is in progress (control thread only).
+struct PendingHandshake {
+  int fd = -1;
+  int64_t deadline_ns = 0;
+  bool hello_done = false;  // accept sent, waiting for the confirm
+  int sender = -1;
+  Link link;
+};
+
+}  // namespace
+
+struct ShmTransport::State {
+  State(const TransportContext& c, const ShmOptions& o) : context(c), options(o), rank(c.rank) {}
+
+  const TransportContext context;
+  const ShmOptions options;
+  const int rank;
+  std::string address;  // abstract socket name
+  int listen_fd = -1;
+  int wake_fd = -1;   // eventfd: the control thread re-reads its watch list
+  int abort_fd = -1;  // eventfd written once by Abort and never drained: readable = aborted
+  std::shared_ptr<StalledSends> stalled;  // shared with every channel
+  std::thread control;
+
+  // Guards the fields below. A leaf lock: never held while calling into a channel or blocking
+  // on anything but stash_cv.
+  std::mutex mutex;
+  std::condition_variable stash_cv;
+  Status aborted;
+  bool stopping = false;
+  std::map<int, Link> stash;  // handshaken links by lower peer rank, until Connect claims them
+  std::set<int> claimed;
+  std::vector<std::shared_ptr<ShmChannel>> watched;  // sockets the control thread polls
+  std::vector<std::weak_ptr<ShmChannel>> channels;   // every link made, for Abort
+
+  // Control thread only.
+  std::vector<PendingHandshake> handshakes;
+
+  bool CopyOnceMatters() const { return options.cross_process_copy_bytes != kNeverCopyOnce; }
+
+  std::string Where(const std::string& what) const {
+    return "rank " + std::to_string(rank) + ": shm transport: " + what;
+  }
+
+  void Kick() {
+    uint64_t one = 1;
+    (void)::write(wake_fd, &one, sizeof(one));
+  }
+
+  // ---- control thread ----
+
+  void ControlLoop() {
+    std::vector<pollfd> fds;
+    std::vector<std::shared_ptr<ShmChannel>> links;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping) break;
+        watched.erase(std::remove_if(watched.begin(), watched.end(),
+                                     [](const std::shared_ptr<ShmChannel>& c) {
+                                       return c->finished();
+                                     }),
+                      watched.end());
+        links = watched;
+      }
+      fds.clear();
+      fds.push_back({wake_fd, POLLIN, 0});
+      fds.push_back({listen_fd, POLLIN, 0});
+      int64_t now = NowNs();
+      int64_t next_deadline = INT64_MAX;
+      for (const PendingHandshake& hs : handshakes) {
+        fds.push_back({hs.fd, POLLIN, 0});
+        next_deadline = std::min(next_deadline, hs.deadline_ns);
+      }
+      for (const auto& link : links) fds.push_back({link->socket(), POLLIN | POLLRDHUP, 0});
+      int timeout_ms = -1;
+      if (next_deadline != INT64_MAX) {
+        timeout_ms = static_cast<int>(std::max<int64_t>(0, (next_deadline - now) / 1000000 + 1));
+      }
+      // Sends waiting for ring space: look every millisecond whether anybody pushes them.
+      const bool check_stalled = stalled->StartCheck();
+      if (check_stalled) timeout_ms = timeout_ms < 0 ? 1 : std::min(timeout_ms, 1);
+      int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+      if (ready < 0 && errno != EINTR) {
+        BRAID_LOG(kWarn, rank) << Where(std::string("poll failed: ") + std::strerror(errno));
+      }
+      if (fds[0].revents != 0) {
+        uint64_t count;
+        (void)::read(wake_fd, &count, sizeof(count));
+      }
+      if (fds[1].revents != 0) AcceptAll();
+      // Handshakes (those just accepted are polled next round).
+      now = NowNs();
+      size_t index = 2;
+      std::vector<PendingHandshake> still;
+      const size_t polled = fds.size() - 2 - links.size();
+      for (size_t i = 0; i < handshakes.size(); ++i) {
+        PendingHandshake& hs = handshakes[i];
+        bool finished = false;
+        if (i < polled && fds[index + i].revents != 0) finished = OnHandshakeReadable(hs);
+        if (!finished && now >= hs.deadline_ns) {
+          Refuse(hs, "no handshake within " + std::to_string(options.handshake_timeout_ms) +
+                         " ms",
+                 false);
+          finished = true;
+        }
+        if (!finished) still.push_back(std::move(hs));
+      }
+      handshakes = std::move(still);
+      index += polled;
+      for (size_t i = 0; i < links.size(); ++i) {
+        if (fds[index + i].revents != 0) OnLinkReadable(links[i], fds[index + i].revents);
+      }
+      if (check_stalled) (void)stalled->Check();
+      links.clear();  // a link dropped by its connection is destroyed here, off the fast path
+    }
+    for (PendingHandshake& hs : handshakes) ::close(hs.fd);
+    handshakes.clear();
+  }
+
+  void AcceptAll() {
+    for (;;) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          BRAID_LOG(kWarn, rank) << Where(std::string("accept failed: ") + std::strerror(errno));
+        }
+        return;
+      }
+      PendingHandshake hs;
+      hs.fd = fd;
+      hs.deadline_ns = NowNs() + options.handshake_timeout_ms * 1000000;
+      handshakes.push_back(std::move(hs));
+    }
+  }
+
+  void Refuse(PendingHandshake& hs, const std::string& why, bool answer) {
+    BRAID_LOG(kWarn, rank) << Where("refused a connection on @" + address + ": " + why);
+    if (answer) {
+      HandshakeFrame frame;
+      frame.kind = static_cast<uint16_t>(FrameKind::kRefuse);
+      frame.comm_id = context.comm_id;
+      frame.sender_rank = rank;
+      std::strncpy(frame.reason, why.c_str(), sizeof(frame.reason) - 1);
+      (void)SendFrame(hs.fd, &frame, sizeof(frame));
+    }
+    ::close(hs.fd);
+    hs.fd = -1;
+  }
+
+  // True once `hs` is settled (refused, or stashed for Connect).
+  bool OnHandshakeReadable(PendingHandshake& hs) {
+    HandshakeFrame frame;
+    int passed = -1;
+    bool truncated = false;
+    ssize_t n = RecvFrame(hs.fd, &frame, sizeof(frame), &passed, &truncated);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) {
+      if (passed >= 0) ::close(passed);
+      Refuse(hs, n == 0 ? "closed before completing the handshake" : std::strerror(errno), false);
+      return true;
+    }
+    const bool speaks_braid = static_cast<size_t>(n) >= sizeof(uint32_t) &&
+                              frame.magic == kHandshakeMagic;
+    std::string why;
+    if (static_cast<size_t>(n) != sizeof(frame) || truncated) {
+      why = "a frame of " + std::to_string(n) + " bytes (a handshake frame has " +
+            std::to_string(sizeof(frame)) + ")";
+    }
+    if (!hs.hello_done) {
+      if (why.empty()) why = CheckFrame(frame, FrameKind::kHello, context.comm_id, rank,
+                                        context.size, -1);
+      if (why.empty() && passed < 0) why = "no segment descriptor attached to the hello";
+      if (why.empty() && !ValidRingBytes(frame.ring_bytes)) {
+        why = "ring size " + std::to_string(frame.ring_bytes) + " is not a power of two in "
+              "[64 KiB, 1 GiB]";
+      }
+      if (why.empty()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!aborted.ok()) why = "this transport was aborted";
+        if (claimed.count(frame.sender_rank) != 0) {
+          why = "rank " + std::to_string(frame.sender_rank) + " is already connected";
+        }
+      }
+      if (!why.empty()) {
+        if (passed >= 0) ::close(passed);
+        Refuse(hs, why, speaks_braid);
+        return true;
+      }
+      Result<Segment> segment = Segment::Attach(passed, frame.segment_bytes, context.comm_id,
+                                                frame.sender_rank, rank, frame.ring_bytes);
+      ::close(passed);  // the mapping keeps the memory
+      if (!segment.ok()) {
+        Refuse(hs, segment.status().message(), true);
+        return true;
+      }
+      hs.sender = frame.sender_rank;
+      hs.link.segment = std::move(segment).value();
+      hs.link.peer_pid = PeerPid(hs.fd);
+      hs.link.same_process =
+          frame.process_token == ProcessToken() && hs.link.peer_pid == ::getpid();
+      hs.link.we_read_peer = false;
+      if (options.cross_memory) {
+        std::string probe_error;
+        hs.link.we_read_peer =
+            hs.link.same_process ||
+            ProbeRead(hs.link.peer_pid, frame.probe_address, frame.process_token, &probe_error);
+        if (!hs.link.we_read_peer) {
+          NoteNoCrossMemory(rank, hs.sender, probe_error, CopyOnceMatters());
+        }
+      }
+      HandshakeFrame answer;
+      answer.kind = static_cast<uint16_t>(FrameKind::kAccept);
+      answer.comm_id = context.comm_id;
+      answer.sender_rank = rank;
+      answer.receiver_rank = hs.sender;
+      answer.process_token = ProcessToken();
+      answer.probe_address = ProbeAddress();
+      answer.flags = hs.link.we_read_peer ? kCanReadYou : 0;
+      if (!SendFrame(hs.fd, &answer, sizeof(answer))) {
+        Refuse(hs, std::string("could not answer the hello: ") + std::strerror(errno), false);
+        return true;
+      }
+      hs.hello_done = true;
+      return false;
+    }
+    if (why.empty()) {
+      why = CheckFrame(frame, FrameKind::kConfirm, context.comm_id, rank, context.size, hs.sender);
+    }
+    if (passed >= 0) {
+      ::close(passed);
+      if (why.empty()) why = "unexpected descriptor attached to the confirm";
+    }
+    if (!why.empty()) {
+      Refuse(hs, why, speaks_braid);
+      return true;
+    }
+    hs.link.peer_reads_us = options.cross_memory && (frame.flags & kCanReadYou) != 0;
+    hs.link.socket = hs.fd;
+    hs.fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = stash.find(hs.sender);
+      if (it != stash.end()) {
+        // The peer dialed again (its earlier Connect gave up): the newer link is the live one.
+        BRAID_LOG(kWarn, rank) << Where("rank " + std::to_string(hs.sender) +
+                                        " connected again before the first link was used; "
+                                        "keeping the newer one");
+        ::close(it->second.socket);
+        stash.erase(it);
+      }
+      stash.emplace(hs.sender, std::move(hs.link));
+    }
+    stash_cv.notify_all();
+    return true;
+  }
+
+  void OnLinkReadable(const std::shared_ptr<ShmChannel>& link, short revents) {
+    bool gone = (revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0;
+    bool doorbell = false;
+    std::string why = "the peer closed its end of the shm link (it closed the connection, exited "
+                      "or was killed)";
+    for (;;) {
+      char bytes[64];
+      ssize_t n = ::recv(link->socket(), bytes, sizeof(bytes), MSG_DONTWAIT);
+      if (n > 0) {
+        doorbell = true;
+        continue;
+      }
+      if (n == 0) {
+        gone = true;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        gone = true;
+        why = std::string("its socket failed: ") + std::strerror(errno);
+      }
+      break;
+    }
+    if (doorbell) link->OnDoorbell();
+    if (gone && !link->finished()) {
+      Status status = Status::RemoteError("rank " + std::to_string(rank) +
+                                          ": connection to rank " + std::to_string(link->peer()) +
+                                          " lost: " + why);
+      BRAID_LOG(kInfo, rank) << status.message();
+      link->OnPeerGone(status);
+    }
+  }
+
+  // ---- Connect's thread ----
+
+  Result<std::unique_ptr<Connection>> MakeConnection(int peer, int side, Link link) {
+    ChannelSetup setup;
+    setup.rank = rank;
+    setup.peer = peer;
+    setup.side = side;
+    setup.socket = link.socket;
+    setup.segment = std::move(link.segment);
+    setup.remote_min_bytes = link.same_process ? options.same_process_copy_bytes
+                                               : options.cross_process_copy_bytes;
+    setup.stalled = stalled;
+    setup.peer_reads_us = link.peer_reads_us;
+    setup.we_read_peer = link.we_read_peer;
+    setup.same_process = link.same_process;
+    setup.peer_pid = link.peer_pid;
+    std::shared_ptr<ShmChannel> channel = ShmChannel::Create(std::move(setup));
+    Status abort_status;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      abort_status = aborted;
+      if (abort_status.ok()) {
+        watched.push_back(channel);
+        channels.erase(std::remove_if(channels.begin(), channels.end(),
+                                      [](const std::weak_ptr<ShmChannel>& c) { return c.expired(); }),
+                       channels.end());
+        channels.push_back(channel);
+      }
+    }
+    if (!abort_status.ok()) {
+      channel->Fail(abort_status);
+      return abort_status;
+    }
+    Kick();
+    BRAID_LOG(kInfo, rank) << "shm connection to rank " << peer << " is up (large messages: "
+                           << channel->large_message_path() << ")";
+    return std::unique_ptr<Connection>(new ShmConnection(std::move(channel)));
+  }
+
+  // Sleeps up to `ms` unless the transport is aborted first; false if aborted.
+  bool SleepUnlessAborted(int ms) {
+    pollfd pfd{abort_fd, POLLIN, 0};
+    return ::poll(&pfd, 1, ms) <= 0;
+  }
+
+  Result<std::unique_ptr<Connection>> Dial(int peer, const std::string& peer_address,
+                                           Deadline deadline) {
+    const int64_t budget_ms = deadline.RemainingMs();
+    auto who = [&] {
+      return "rank " + std::to_string(rank) + ": rank " + std::to_string(peer) + " at @" +
+             peer_address;
+    };
+    auto aborted_status = [&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      return aborted;
+    };
+    // Connect, retrying while nobody listens there yet.
+    int fd = -1;
+    std::string last_error = "none";
+    for (int retry_ms = kFirstRetryMs;;) {
+      if (Status s = aborted_status(); !s.ok()) return s;
+      fd = ConnectAbstract(peer_address);
+      if (fd >= 0) break;
+      last_error = std::strerror(errno);
+      if (deadline.Expired()) {
+        return Status::Timeout("rank " + std::to_string(rank) + ": could not connect to rank " +
+                               std::to_string(peer) + " at @" + peer_address + " within " +
+                               std::to_string(budget_ms) + " ms (last error: " + last_error + ")");
+      }
+      if (!SleepUnlessAborted(static_cast<int>(std::min<int64_t>(retry_ms, deadline.RemainingMs())))) {
+        continue;  // aborted: reported at the top of the loop
+      }
+      retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
+    }
+    auto fail = [&](Status status) {
+      ::close(fd);
+      return status;
+    };
+    int memfd = -1;
+    Result<Segment> segment =
+        Segment::Create(context.comm_id, rank, peer, options.ring_bytes, &memfd);
+    if (!segment.ok()) return fail(segment.status().WithContext(Where("connecting to rank " +
+                                                                      std::to_string(peer))));
+    HandshakeFrame hello;
+    hello.kind = static_cast<uint16_t>(FrameKind::kHello);
+    hello.comm_id = context.comm_id;
+    hello.sender_rank = rank;
+    hello.receiver_rank = peer;
+    hello.process_token = ProcessToken();
+    hello.probe_address = ProbeAddress();
+    hello.segment_bytes = Segment::BytesFor(options.ring_bytes);
+    hello.ring_bytes = options.ring_bytes;
+    bool sent = SendFrame(fd, &hello, sizeof(hello), memfd);
+    int send_errno = errno;
+    ::close(memfd);  // the peer holds its own reference once the hello is received
+    if (!sent) {
+      return fail(Status::RemoteError(who() + " dropped the shm handshake: " +
+                                      std::strerror(send_errno)));
+    }
+    // Wait for the answer.
+    HandshakeFrame answer;
+    for (;;) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+      int64_t left = deadline.RemainingMs();
+      int ready = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (fds[1].revents != 0) return fail(aborted_status());
+      if (ready == 0 || (ready < 0 && deadline.Expired())) {
+        return fail(Status::Timeout(who() + " did not answer the shm handshake within " +
+                                    std::to_string(budget_ms) + " ms"));
+      }
+      if (ready < 0) continue;
+      int passed = -1;
+      bool truncated = false;
+      ssize_t n = RecvFrame(fd, &answer, sizeof(answer), &passed, &truncated);
+      if (passed >= 0) ::close(passed);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      auto refused = [&](const std::string& why) {
+        return fail(Status::RemoteError(who() + " refused the shm handshake: " + why +
+                                        " (wrong address, communicator or build? see its log)"));
+      };
+      if (n <= 0) return refused(n == 0 ? "it closed the connection" : std::strerror(errno));
+      if (static_cast<size_t>(n) != sizeof(answer) || truncated) {
+        return refused("answer of " + std::to_string(n) + " bytes");
+      }
+      if (answer.magic == kHandshakeMagic && answer.version == kWireVersion &&
+          answer.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
+        answer.reason[sizeof(answer.reason) - 1] = '\0';
+        return refused(answer.reason);
+      }
+      std::string why =
+          CheckFrame(answer, FrameKind::kAccept, context.comm_id, rank, context.size, peer);
+      if (!why.empty()) return refused(why);
+      break;
+    }
+    Link link;
+    link.socket = fd;
+    link.segment = std::move(segment).value();
+    link.peer_pid = PeerPid(fd);
+    link.same_process = answer.process_token == ProcessToken() && link.peer_pid == ::getpid();
+    if (options.cross_memory) {
+      std::string probe_error;
+      link.we_read_peer =
+          link.same_process ||
+          ProbeRead(link.peer_pid, answer.probe_address, answer.process_token, &probe_error);
+      if (!link.we_read_peer) NoteNoCrossMemory(rank, peer, probe_error, CopyOnceMatters());
+      link.peer_reads_us = (answer.flags & kCanReadYou) != 0;
+    }
+    HandshakeFrame confirm;
+    confirm.kind = static_cast<uint16_t>(FrameKind::kConfirm);
+    confirm.comm_id = context.comm_id;
+    confirm.sender_rank = rank;
+    confirm.receiver_rank = peer;
+    confirm.process_token = ProcessToken();
+    confirm.probe_address = ProbeAddress();
+    confirm.flags = link.we_read_peer ? kCanReadYou : 0;
+    if (!SendFrame(fd, &confirm, sizeof(confirm))) {
+      return fail(Status::RemoteError(who() + " dropped the shm handshake: " +
+                                      std::strerror(errno)));
+    }
+    return MakeConnection(peer, /*side=*/0, std::move(link));
+  }
+};
+
+Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const TransportContext& context,
+                                                           const ShmOptions& options) {
+  const int rank = context.rank;
+  if (context.size < 1 || rank < 0 || rank >= context.size) {
+    return Status::InvalidArgument("shm transport: rank " + std::to_string(rank) +
+                                   " is outside a communicator of size " +
+                                   std::to_string(context.size));
+  }
+  auto where = [rank](const std::string& what) {
+    return "rank " + std::to_string(rank) + ": shm transport: " + what;
+  };
+  if (!ValidRingBytes(options.ring_bytes)) {
+    return Status::InvalidArgument(where("ring size " + std::to_string(options.ring_bytes) +
+                                         " is not a power of two in [64 KiB, 1 GiB]"));
+  }
+  if (context.size == 1) return std::unique_ptr<ShmTransport>();  // nobody to reach
+  int probe = ::memfd_create("braid-shm-probe", MFD_CLOEXEC);
+  if (probe < 0) {
+    BRAID_LOG(kInfo, rank) << where(std::string("memfd_create unavailable (") +
+                                    std::strerror(errno) + "); not using shared memory");
+    return std::unique_ptr<ShmTransport>();
+  }
+  ::close(probe);
+
+  auto state = std::make_shared<State>(context, options);
+  uint32_t nonce = 0;
+  if (::getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) {
+    nonce = static_cast<uint32_t>(NowNs());
+  }
+  std::ostringstream name;
+  name << kAddressPrefix << std::hex << context.comm_id << std::dec << "-r" << rank << "-"
+       << ::getpid() << "-" << std::hex << nonce;
+  state->address = name.str();
+  Result<int> listen_fd = ListenAbstract(state->address);
+  if (!listen_fd.ok()) return listen_fd.status().WithContext(where("starting"));
+  state->listen_fd = listen_fd.value();
+  state->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  state->abort_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (state->wake_fd < 0 || state->abort_fd < 0) {
+    Status status = Status::SystemError(where(std::string("eventfd: ") + std::strerror(errno)));
+    ::close(state->listen_fd);
+    if (state->wake_fd >= 0) ::close(state->wake_fd);
+    if (state->abort_fd >= 0) ::close(state->abort_fd);
+    return status;
+  }
+  state->stalled = std::make_shared<StalledSends>(state->wake_fd);
+  state->control = std::thread([raw = state.get()] {
+    pthread_setname_np(pthread_self(), "braid-shm-ctl");
+    raw->ControlLoop();
+  });
+  BRAID_LOG(kInfo, rank) << "shm transport listening on @" << state->address;
+  return std::unique_ptr<ShmTransport>(new ShmTransport(std::move(state)));
+}
+
+ShmTransport::ShmTransport(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ShmTransport::~ShmTransport() {
+  Abort(Status::Aborted("rank " + std::to_string(state_->rank) + ": shm transport destroyed"));
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->Kick();
+  if (state_->control.joinable()) state_->control.join();
+  state_->stalled->Detach();
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (auto& entry : state_->stash) ::close(entry.second.socket);
+    state_->stash.clear();
+    state_->watched.clear();
+  }
+  ::close(state_->listen_fd);
+  ::close(state_->wake_fd);
+  ::close(state_->abort_fd);
+}
+
+std::string ShmTransport::LocalAddress() const { return state_->address; }
+
+bool ShmTransport::CanConnect(const PeerInfo& self, const PeerInfo& peer) const {
+  return !self.host.empty() && self.host == peer.host && !self.boot_id.empty() &&
+         self.boot_id == peer.boot_id;
+}
+
+Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::string& peer_address,
+                                                          Deadline deadline) {
+  State& s = *state_;
+  const int rank = s.rank;
+  if (peer < 0 || peer >= s.context.size || peer == rank) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) +
+                                   ": shm transport cannot connect to rank " +
+                                   std::to_string(peer) + " in a communicator of size " +
+                                   std::to_string(s.context.size));
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.aborted.ok()) return s.aborted;
+  }
+  if (peer < rank) {
+    // The peer dials us: wait for the control thread to stash its handshaken link.
+    const int64_t budget_ms = deadline.RemainingMs();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    auto ready = [&] { return !s.aborted.ok() || s.stash.count(peer) != 0; };
+    if (deadline.when() == Deadline::Clock::time_point::max()) {
+      s.stash_cv.wait(lock, ready);
+    } else {
+      s.stash_cv.wait_until(lock, deadline.when(), ready);
+    }
+    if (!s.aborted.ok()) return s.aborted;
+    auto it = s.stash.find(peer);
+    if (it == s.stash.end()) {
+      return Status::Timeout("rank " + std::to_string(rank) + ": no shm connection from rank " +
+                             std::to_string(peer) + " within " + std::to_string(budget_ms) +
+                             " ms (listening on @" + s.address + ")");
+    }
+    Link link = std::move(it->second);
+    s.stash.erase(it);
+    s.claimed.insert(peer);
+    lock.unlock();
+    return s.MakeConnection(peer, /*side=*/1, std::move(link));
+  }
+  if (peer_address.compare(0, sizeof(kAddressPrefix) - 1, kAddressPrefix) != 0 ||
+      peer_address.size() > 100) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + ": bad shm address '" +
+                                   peer_address + "' for rank " + std::to_string(peer) +
+                                   " (expected " + kAddressPrefix + "...)");
+  }
+  return s.Dial(peer, peer_address, deadline);
+}
+
+void ShmTransport::Abort(const Status& reason) {
+  State& s = *state_;
+  Status status = Status::Aborted(reason.message().empty() ? "shm transport aborted"
+                                                           : reason.message());
+  std::vector<std::shared_ptr<ShmChannel>> channels;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.aborted.ok()) return;
+    s.aborted = status;
+    for (const auto& weak : s.channels) {
+      if (auto channel = weak.lock()) channels.push_back(std::move(channel));
+    }
+  }
+  uint64_t one = 1;
+  (void)::write(s.abort_fd, &one, sizeof(one));  // never drained: wakes dialing Connects for good
+  s.stash_cv.notify_all();
+  for (const auto& channel : channels) channel->Fail(status);
+  s.Kick();
+  BRAID_LOG(kInfo, s.rank) << "shm transport aborted: " << status.message();
+}
+
+}  // namespace braid::transport::shm

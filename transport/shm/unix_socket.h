@@ -1,0 +1,31 @@
+// Abstract-namespace Unix sockets for the shm transport's handshake and liveness.
+//
+// Why abstract names: they vanish with the last descriptor, so a killed rank leaves nothing in
+// the file system, and no directory permissions or stale socket files can get in the way.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+#include "core/status.h"
+
+namespace braid::transport::shm {
+
+// Listens on abstract name `name` (SOCK_SEQPACKET, non-blocking, close-on-exec).
+Result<int> ListenAbstract(const std::string& name);
+// Connects to abstract name `name` (blocking connect, then non-blocking). Returns the socket or
+// -1 with errno set (ECONNREFUSED when nobody listens there).
+int ConnectAbstract(const std::string& name);
+// Sends one frame, with `pass_fd` attached when >= 0. Non-blocking; false with errno on failure.
+bool SendFrame(int fd, const void* data, size_t bytes, int pass_fd = -1);
+// Receives one frame into `data` (up to `capacity` bytes) and at most one passed descriptor
+// (`*received_fd`, -1 if none; any other descriptors are closed). Returns the frame's size, 0 at
+// end of file, -1 with errno (EAGAIN: nothing yet). `*truncated` says the frame or its control
+// data did not fit.
+ssize_t RecvFrame(int fd, void* data, size_t capacity, int* received_fd, bool* truncated);
+// The pid of the process at the other end (SO_PEERCRED, in this process's pid namespace), or -1.
+pid_t PeerPid(int fd);
+
+}  // namespace braid::transport::shm

@@ -1,0 +1,55 @@
+// Waiting for a peer in shared memory: spin, then yield, then sleep on a futex.
+//
+// Why three phases (numbers measured on the 2-core development VM, see the anchors README):
+// - A one-way message through shared memory takes ~0.2 us when the receiver spins, while a
+//   futex or condition-variable wake-up costs ~30 us. With one rank per core, a peer that is
+//   about to answer answers within a few microseconds, so spinning first decides small-message
+//   latency. kSpinNs is a few microseconds: long enough to cover a message or two plus the
+//   peer's bookkeeping, short enough that a wait which will be long wastes little.
+// - With more ranks than cores (4-8 ranks on 2 cores) the peer we wait for may not be running at
+//   all; spinning then only steals its core. sched_yield() hands the core to a runnable peer at
+//   once and returns at once when nobody else wants it, so a yielding waiter costs its peers
+//   almost nothing and still answers within microseconds. kYieldNs bounds this phase to a few
+//   wake-up costs: a wait that outlasts it is long enough that sleeping is cheap by comparison.
+// - Then the waiter sleeps on the futex word of its side of the segment. It first announces
+//   itself (sleepers++), then re-checks; a producer publishes first, then looks at sleepers and
+//   only then pays for FUTEX_WAKE. Both sides use sequentially consistent order for that pair of
+//   operations, so either the sleeper sees the news or the producer sees the sleeper: no lost
+//   wake-up, and no syscall on the fast path. Sleeps are capped at kMaxSleepNs as a safety net.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace braid::transport::shm {
+
+constexpr int64_t kSpinNs = 5'000;
+constexpr int64_t kYieldNs = 300'000;
+constexpr int64_t kMaxSleepNs = 100'000'000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Monotonic nanoseconds (vDSO clock_gettime; ~20 ns).
+int64_t NowNs();
+
+// Sleeps while *word == expected, at most `timeout_ns`, on a futex shared between processes.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
+// Wakes every sleeper of *word.
+void FutexWakeAll(std::atomic<uint32_t>* word);
+
+// For a producer that just published something the side owning (`wake_seq`, `sleepers`) may be
+// waiting for: wakes it only if it announced it sleeps (see the comment at the top).
+inline void WakeIfSleeping(std::atomic<uint32_t>* wake_seq, std::atomic<uint32_t>* sleepers) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers->load(std::memory_order_relaxed) == 0) return;
+  wake_seq->fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(wake_seq);
+}
+
+}  // namespace braid::transport::shm
