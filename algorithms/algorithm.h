@@ -40,7 +40,7 @@ struct LinkModel {
 // the cache-resident rate (pipelined algorithms reduce chunk by chunk).
 inline LinkModel DefaultLinkModel(const char* transport) {
   const std::string name = transport == nullptr ? "" : transport;
-  if (name == "shm") return LinkModel{3.0, 1.5, 20.0};
+  if (name == "shm") return LinkModel{8.0, 1.5, 20.0};
   return LinkModel{10.0, 1.0, 20.0};
 }
 
