@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithms/collective_context.h"
+#include "algorithms/registry.h"
 #include "core/logging.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/prefix_store.h"
@@ -312,12 +313,70 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
                           << ReduceOpName(args.op) << " root " << args.root << " on " << size_
                           << " ranks: algorithm " << algorithm.value()->name;
   const char* name = algorithms::CollectiveName(args.kind);
+  if (config_.check && size_ > 1) BRAID_RETURN_IF_ERROR(CompareAcrossRanks(args, sequence));
   progress_.Enter(sequence, name, args.MessageBytes(size_));
   Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
     return algorithm.value()->run(ctx, args);
   });
   progress_.Leave();
   return status;
+}
+
+namespace {
+
+// What BRAID_CHECK compares across ranks: the call as each rank made it.
+struct CallDescription {
+  int32_t kind;
+  int32_t type;
+  int32_t op;
+  int32_t root;
+  uint64_t count;
+};
+
+std::string DescribeCall(const CallDescription& d) {
+  auto kind = static_cast<algorithms::Collective>(d.kind);
+  std::string out = std::string(algorithms::CollectiveName(kind)) + "(count " +
+                    std::to_string(d.count) + ", " + DataTypeName(static_cast<DataType>(d.type));
+  if (kind == algorithms::Collective::kAllReduce || kind == algorithms::Collective::kReduce ||
+      kind == algorithms::Collective::kReduceScatter) {
+    out += std::string(", ") + ReduceOpName(static_cast<ReduceOp>(d.op));
+  }
+  if (kind == algorithms::Collective::kBroadcast || kind == algorithms::Collective::kReduce ||
+      kind == algorithms::Collective::kGather || kind == algorithms::Collective::kScatter) {
+    out += ", root " + std::to_string(d.root);
+  }
+  return out + ")";
+}
+
+}  // namespace
+
+Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence) {
+  CallDescription mine{static_cast<int32_t>(args.kind), static_cast<int32_t>(args.type),
+                       static_cast<int32_t>(args.op), args.root, args.count};
+  std::vector<CallDescription> all(size_);
+  algorithms::CollectiveArgs exchange;
+  exchange.kind = algorithms::Collective::kAllGather;
+  exchange.sendbuf = &mine;
+  exchange.recvbuf = all.data();
+  exchange.count = sizeof(CallDescription);
+  exchange.type = DataType::kUint8;
+  const algorithms::Algorithm* ring = algorithms::FindAlgorithm(algorithms::Collective::kAllGather, "ring");
+  if (ring == nullptr) return Status::Internal("BRAID_CHECK needs the ring allgather");
+  // Its own tag space (bit 39 of the sequence), so the check never collides with the collective.
+  constexpr uint64_t kCheckSequenceBit = uint64_t{1} << 39;
+  BRAID_RETURN_IF_ERROR(RunOperation(sequence | kCheckSequenceBit, "argument check",
+                                     [&](const algorithms::CollectiveContext& ctx) {
+                                       return ring->run(ctx, exchange);
+                                     }));
+  for (int r = 0; r < size_; ++r) {
+    if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0) {
+      return Status::InvalidUsage(
+          "rank " + std::to_string(rank_) + ": BRAID_CHECK found mismatched collective #" +
+          std::to_string(sequence) + ": this rank called " + DescribeCall(mine) + ", rank " +
+          std::to_string(r) + " called " + DescribeCall(all[r]));
+    }
+  }
+  return Status::Ok();
 }
 
 // Sends to this rank's own rank pair with its receives from itself, in order, by copying.

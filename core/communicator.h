@@ -115,6 +115,9 @@ class Communicator {
   // are, after a timeout; why a peer dropped its links, after a lost connection) and publishes
   // this rank's own reason for its peers.
   Status ExplainFailure(const Status& status, uint64_t sequence, const char* op);
+  // BRAID_CHECK: allgathers every rank's (collective, datatype, op, root, count) and fails with
+  // InvalidUsage naming the first rank whose call differs from this one.
+  Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held.

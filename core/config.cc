@@ -37,6 +37,10 @@ Result<Config> ParseEnvironment() {
   }
   if (const char* v = std::getenv("BRAID_TRANSPORTS")) config.transports = v;
   if (const char* v = std::getenv("BRAID_ALGO")) config.algo = v;
+  int64_t check = 0;
+  BRAID_ASSIGN_OR_RETURN(check, IntFromEnvironment("BRAID_CHECK", 0));
+  if (check > 1) return Status::InvalidArgument("BRAID_CHECK must be 0 or 1");
+  config.check = check == 1;
   return config;
 }
 

@@ -25,6 +25,9 @@ struct Config {
   std::string transports;
   // BRAID_ALGO: algorithm constraints, e.g. "allreduce:tree;broadcast:ring" (algorithms/selector.h).
   std::string algo;
+  // BRAID_CHECK=1: before each collective, ranks compare op, datatype, count and root, so a
+  // mismatch is reported (naming the rank and both descriptions) instead of hanging or mixing data.
+  bool check = false;
 };
 
 // Parses the environment once per process; an unparsable value is an error naming the variable.

@@ -86,12 +86,14 @@ typedef struct braidConfig {
   int chunkBytes;        /* BRAID_CHUNK_BYTES: pipelining unit of ring algorithms */
   const char* socketIfname; /* BRAID_SOCKET_IFNAME: NCCL syntax, e.g. "eth", "^docker", "=eth0" */
   const char* transports;   /* BRAID_TRANSPORTS: e.g. "tcp", "^shm" */
+  int checkMode;         /* BRAID_CHECK: 1 = compare op, type, count and root across ranks first */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
   {                                                                                       \
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
-        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR            \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
+        BRAID_CONFIG_UNDEF_INT                                                            \
   }
 
 braidResult_t braidGetVersion(int* version);

@@ -33,6 +33,15 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
   }
   if (c->socketIfname != BRAID_CONFIG_UNDEF_PTR) config.socket_ifname = c->socketIfname;
   if (c->transports != BRAID_CONFIG_UNDEF_PTR) config.transports = c->transports;
+  // checkMode arrived after the first release of the struct: older callers' structs end earlier.
+  if (c->size >= offsetof(braidConfig_t, checkMode) + sizeof(c->checkMode) &&
+      c->checkMode != BRAID_CONFIG_UNDEF_INT) {
+    if (c->checkMode != 0 && c->checkMode != 1) {
+      return Status::InvalidArgument("config->checkMode must be 0 or 1, got " +
+                                     std::to_string(c->checkMode));
+    }
+    config.check = c->checkMode == 1;
+  }
   return config;
 }
 
