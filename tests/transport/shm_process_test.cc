@@ -44,7 +44,8 @@ struct ChildRank {
     size_t nl = report.find('\n');
     report = nl == std::string::npos ? report : report.substr(nl + 1);
     if (!WIFEXITED(status)) return "child died: status " + std::to_string(status) + " " + report;
-    if (WEXITSTATUS(status) != 0 && report.empty()) return "child exit code " + std::to_string(WEXITSTATUS(status));
+    if (WEXITSTATUS(status) != 0 && report.empty())
+      return "child exit code " + std::to_string(WEXITSTATUS(status));
     return report;
   }
 };
@@ -93,13 +94,15 @@ std::string ExchangeSizes(Connection& conn, int rank, const std::vector<size_t>&
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     Status st = recvs[k]->Wait(Deadline::AfterMs(kTestTimeoutMs));
-    if (!st.ok()) return "rank " + std::to_string(rank) + " recv " + std::to_string(k) + ": " + st.ToString();
+    if (!st.ok())
+      return "rank " + std::to_string(rank) + " recv " + std::to_string(k) + ": " + st.ToString();
     std::string bad = CheckPattern(in[k], peer, rank);
     if (!bad.empty()) return bad;
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     Status st = sends[k]->Wait(Deadline::AfterMs(kTestTimeoutMs));
-    if (!st.ok()) return "rank " + std::to_string(rank) + " send " + std::to_string(k) + ": " + st.ToString();
+    if (!st.ok())
+      return "rank " + std::to_string(rank) + " send " + std::to_string(k) + ": " + st.ToString();
   }
   return "";
 }
@@ -132,11 +135,10 @@ TEST_CASE("shm processes: messages of many sizes arrive intact both ways", "[shm
   ShmOptions options;
   options.cross_memory = cross_memory;
   options.cross_process_copy_bytes = 16 << 10;  // exercise process_vm_readv (off by default)
-  const std::vector<size_t> sizes = {0,       1,         8,         4096,           (16 << 10) - 1,
-                                     16 << 10, 100000,   0,         (4 << 20) + 1, (64 << 20) + 3};
-  ChildRank child = SpawnRank1(0xA11, options, [&](Connection& conn) {
-    return ExchangeSizes(conn, 1, sizes);
-  });
+  const std::vector<size_t> sizes = {0,        1,      8, 4096,          (16 << 10) - 1,
+                                     16 << 10, 100000, 0, (4 << 20) + 1, (64 << 20) + 3};
+  ChildRank child =
+      SpawnRank1(0xA11, options, [&](Connection& conn) { return ExchangeSizes(conn, 1, sizes); });
   auto transport = MakeTransport(0, 2, 0xA11, options);
   REQUIRE(transport != nullptr);
   auto c = transport->Connect(1, child.address, Deadline::AfterMs(kTestTimeoutMs));
@@ -165,7 +167,8 @@ TEST_CASE("shm processes: a SIGKILLed rank fails the survivor and leaves nothing
   ChildRank child = SpawnRank1(0xDEAD, options, [](Connection& conn) {
     std::vector<uint8_t> data(1 << 20, 0x5A);
     for (uint64_t i = 0;; ++i) {
-      Status st = conn.PostSend(data.data(), data.size(), i)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+      Status st =
+          conn.PostSend(data.data(), data.size(), i)->Wait(Deadline::AfterMs(kTestTimeoutMs));
       if (!st.ok()) return st.ToString();
     }
   });

@@ -27,7 +27,8 @@ inline TransportContext Context(int rank, int size, uint64_t comm_id) {
 
 inline std::unique_ptr<ShmTransport> MakeTransport(int rank, int size, uint64_t comm_id,
                                                    const ShmOptions& options = ShmOptions()) {
-  Result<std::unique_ptr<ShmTransport>> t = ShmTransport::Create(Context(rank, size, comm_id), options);
+  Result<std::unique_ptr<ShmTransport>> t =
+      ShmTransport::Create(Context(rank, size, comm_id), options);
   if (!t.ok() || t.value() == nullptr) return nullptr;
   return std::move(t.value());
 }

@@ -79,9 +79,8 @@ TEST_CASE("shm: messages of many sizes arrive intact between every pair", "[shm]
   INFO(size << " ranks, " << (cross_memory ? "single copy" : "ring only"));
   Mesh mesh = MakeMesh(size, 0x1234 + size, Path(cross_memory));
   REQUIRE(mesh.error.empty());
-  const std::vector<size_t> sizes = {0,         1,           7,         64,        4095,
-                                     4097,      (16 << 10) - 1, 16 << 10, 300000, 0,
-                                     (1 << 20), (16 << 20) + 3};
+  const std::vector<size_t> sizes = {
+      0, 1, 7, 64, 4095, 4097, (16 << 10) - 1, 16 << 10, 300000, 0, (1 << 20), (16 << 20) + 3};
   std::vector<std::string> errors = ExchangeAll(mesh, sizes);
   for (int r = 0; r < size; ++r) {
     INFO("rank " << r);
@@ -163,7 +162,8 @@ TEST_CASE("shm: streams of equal messages wrap the ring many times", "[shm]") {
   std::string send_error;
   std::thread sender([&] {
     // Two buffers in turn: one is never rewritten while a send from it may be pending.
-    std::vector<uint8_t> data[2] = {std::vector<uint8_t>(bytes + 8), std::vector<uint8_t>(bytes + 8)};
+    std::vector<uint8_t> data[2] = {std::vector<uint8_t>(bytes + 8),
+                                    std::vector<uint8_t>(bytes + 8)};
     std::vector<RequestPtr> window;
     for (int i = 0; i < count; ++i) {
       uint64_t word = 0x1000 + i;
@@ -186,7 +186,8 @@ TEST_CASE("shm: streams of equal messages wrap the ring many times", "[shm]") {
   std::string error;
   std::vector<uint8_t> buf(bytes + 8);
   for (int i = 0; i < count && error.empty(); ++i) {
-    Status st = mesh.conns[1][0]->PostRecv(buf.data(), bytes, i)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    Status st =
+        mesh.conns[1][0]->PostRecv(buf.data(), bytes, i)->Wait(Deadline::AfterMs(kTestTimeoutMs));
     uint64_t word = 0, want = 0x1000 + i;
     std::memcpy(&word, buf.data(), std::min<size_t>(8, bytes));
     if (!st.ok()) {
@@ -360,9 +361,9 @@ TEST_CASE("shm: 8 ranks on 2 cores pass messages around a ring without starving"
         RequestPtr send = next.PostSend(out.data(), out.size(), round);
         Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
         if (st.ok()) st = send->Wait(Deadline::AfterMs(kTestTimeoutMs));
-        std::string bad = st.ok() ? CheckPattern(in.data(), in.size(), (r + kRanks - 1) % kRanks,
-                                                 round)
-                                  : st.ToString();
+        std::string bad = st.ok()
+                              ? CheckPattern(in.data(), in.size(), (r + kRanks - 1) % kRanks, round)
+                              : st.ToString();
         if (!bad.empty()) {
           errors[r] = "round " + std::to_string(round) + ": " + bad;
           return;
@@ -627,7 +628,8 @@ TEST_CASE("shm: Abort wakes spinning and sleeping waiters and blocked Connects",
   auto dialer = MakeTransport(0, 2, 6);
   Result<std::unique_ptr<Connection>> accepted = Status::Internal("not run");
   Result<std::unique_ptr<Connection>> dialed = Status::Internal("not run");
-  std::thread acceptor([&] { accepted = lonely->Connect(0, "", Deadline::AfterMs(10 * 60 * 1000)); });
+  std::thread acceptor(
+      [&] { accepted = lonely->Connect(0, "", Deadline::AfterMs(10 * 60 * 1000)); });
   std::thread dialing([&] {
     dialed = dialer->Connect(1, "braid-shm-nobody-here", Deadline::AfterMs(10 * 60 * 1000));
   });

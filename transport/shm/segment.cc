@@ -72,11 +72,11 @@ Result<Segment> Segment::Attach(int fd, uint64_t expected_bytes, uint64_t comm_i
                                 int rank_hi, uint64_t ring_bytes) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::SystemError("shm segment: " + Errno("fstat"));
-  if (expected_bytes != BytesFor(ring_bytes) || static_cast<uint64_t>(st.st_size) != expected_bytes) {
+  if (expected_bytes != BytesFor(ring_bytes) ||
+      static_cast<uint64_t>(st.st_size) != expected_bytes) {
     return Status::RemoteError("shm segment has " + std::to_string(st.st_size) +
-                               " bytes, the handshake announced " +
-                               std::to_string(expected_bytes) + " for rings of " +
-                               std::to_string(ring_bytes));
+                               " bytes, the handshake announced " + std::to_string(expected_bytes) +
+                               " for rings of " + std::to_string(ring_bytes));
   }
   void* base =
       ::mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);

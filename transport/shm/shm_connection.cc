@@ -61,6 +61,7 @@ ShmChannel::ShmChannel(ChannelSetup setup)
       same_process_(setup.same_process),
       peer_pid_(setup.peer_pid),
       stalled_(std::move(setup.stalled)),
+      budget_(setup.budget),
       writer_(out_, segment_.ring_data(side_), ring_bytes_),
       reader_(in_, in_data_, ring_bytes_) {}
 
@@ -114,6 +115,7 @@ ShmChannel::Push ShmChannel::PushSend(SendOp& op) {
     char* payload = writer_.Reserve(sizeof(RemoteRef), sizeof(RemoteRef), &granted);
     if (payload == nullptr) return Push::kStalled;
     RemoteRef ref{reinterpret_cast<uint64_t>(op.data), remote_next_};
+    AnnotateRelease(op.data);
     std::memcpy(payload, &ref, sizeof(ref));
     writer_.Commit(RecordKind::kRemote, sizeof(ref), op.tag, op.bytes);
     return Push::kRemote;
@@ -157,8 +159,9 @@ bool ShmChannel::ProgressSendLocked(bool* completed_out) {
   if (!send_failure_.ok()) return false;
   bool completed = false;
   const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
-  while (!remote_sends_.empty() && remote_sends_.front().first < done) {
-    remote_sends_.front().second->Complete(Status::Ok());
+  while (!remote_sends_.empty() && remote_sends_.front().sequence < done) {
+    AnnotateAcquire(remote_sends_.front().data);
+    remote_sends_.front().request->Complete(Status::Ok());
     remote_sends_.pop_front();
     completed = true;
   }
@@ -172,7 +175,7 @@ bool ShmChannel::ProgressSendLocked(bool* completed_out) {
     if (result == Push::kStalled) break;
     pushed = true;
     if (result == Push::kRemote) {
-      remote_sends_.emplace_back(remote_next_++, std::move(op.request));
+      remote_sends_.push_back(RemoteSend{remote_next_++, op.data, std::move(op.request)});
     } else {
       op.request->Complete(Status::Ok());
       completed = true;
@@ -201,7 +204,7 @@ RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
     auto request = std::make_shared<Request>(shared_from_this());
     if (result == Push::kRemote) {
       WakePeer();
-      remote_sends_.emplace_back(remote_next_++, request);
+      remote_sends_.push_back(RemoteSend{remote_next_++, op.data, request});
       send_work_.fetch_add(1, std::memory_order_relaxed);
       return request;
     }
@@ -260,8 +263,8 @@ void ShmChannel::Backstop() {
 Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t bytes) {
   if (bytes == 0) return Status::Ok();
   if (!we_read_peer_) {
-    return Status::RemoteError(LostMessage(
-        "it sent a message by reference but this rank cannot read its memory"));
+    return Status::RemoteError(
+        LostMessage("it sent a message by reference but this rank cannot read its memory"));
   }
   const char* abandoned = "it let go of a message before this rank had copied it";
   if (same_process_) {
@@ -272,7 +275,9 @@ Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t byte
       in_->reader_busy.store(0, std::memory_order_release);
       return Status::RemoteError(LostMessage(abandoned));
     }
+    AnnotateAcquire(reinterpret_cast<const void*>(address));
     std::memcpy(destination, reinterpret_cast<const void*>(address), bytes);
+    AnnotateRelease(reinterpret_cast<const void*>(address));
     in_->reader_busy.store(0, std::memory_order_release);
     return Status::Ok();
   }
@@ -478,11 +483,11 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
                              " did not complete before the deadline");
     }
     const int64_t idle = now - phase_start;
-    if (idle < kSpinNs) {
+    if (idle < budget_.spin_ns) {
       CpuRelax();  // phase 1: the peer is probably about to answer
       continue;
     }
-    if (idle < kYieldNs) {
+    if (idle < budget_.yield_ns) {
       sched_yield();  // phase 2: let a runnable peer have the core
       now = NowNs();
       continue;
@@ -497,7 +502,7 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
     own_->sleepers.fetch_sub(1, std::memory_order_relaxed);
     now = NowNs();
     // After a wake-up without news, yield-poll again before the next sleep.
-    phase_start = moved_now ? now : now - kSpinNs;
+    phase_start = moved_now ? now : now - budget_.spin_ns;
   }
 }
 
@@ -515,8 +520,8 @@ void ShmChannel::Fail(const Status& reason) {
     }
     // Sends the peer finished copying did succeed.
     const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
-    for (auto& [sequence, request] : remote_sends_) {
-      request->Complete(sequence < done ? Status::Ok() : reason);
+    for (RemoteSend& send : remote_sends_) {
+      send.request->Complete(send.sequence < done ? Status::Ok() : reason);
     }
     remote_sends_.clear();
     for (SendOp& op : send_queue_) op.request->Complete(reason);
@@ -539,8 +544,8 @@ void ShmChannel::OnPeerGone(const Status& reason) {
     peer_gone_.store(true, std::memory_order_release);
     if (send_failure_.ok()) {
       const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
-      for (auto& [sequence, request] : remote_sends_) {
-        request->Complete(sequence < done ? Status::Ok() : reason);
+      for (RemoteSend& send : remote_sends_) {
+        send.request->Complete(send.sequence < done ? Status::Ok() : reason);
       }
       remote_sends_.clear();
       for (SendOp& op : send_queue_) op.request->Complete(reason);

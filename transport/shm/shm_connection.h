@@ -53,6 +53,7 @@
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stalled_sends.h"
+#include "transport/shm/wait.h"
 
 namespace braid::transport::shm {
 
@@ -64,11 +65,12 @@ struct ChannelSetup {
   int socket = -1;  // connected Unix socket; the channel owns it
   Segment segment;
   uint64_t remote_min_bytes = UINT64_MAX;  // remote descriptors from this size up (if allowed)
-  bool peer_reads_us = false;   // our large sends may go as remote descriptors
-  bool we_read_peer = false;    // the peer's remote descriptors can be copied (else: fail them)
-  bool same_process = false;    // copy with memcpy instead of process_vm_readv
+  bool peer_reads_us = false;              // our large sends may go as remote descriptors
+  bool we_read_peer = false;  // the peer's remote descriptors can be copied (else: fail them)
+  bool same_process = false;  // copy with memcpy instead of process_vm_readv
   pid_t peer_pid = -1;
-  std::shared_ptr<StalledSends> stalled;  // the transport's list (never null)
+  std::shared_ptr<StalledSends> stalled;             // the transport's list (never null)
+  WaitBudget budget = WaitBudget::Oversubscribed();  // how Wait() spins, yields and sleeps
 };
 
 class ShmChannel : public RequestDriver, public std::enable_shared_from_this<ShmChannel> {
@@ -78,6 +80,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;
 
+  // This rank, the peer's rank, and the connected Unix socket (owned; closed on destruction).
   int rank() const { return rank_; }
   int peer() const { return peer_; }
   int socket() const { return socket_; }
@@ -122,6 +125,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
     uint64_t tag;
     uint64_t offset;  // payload bytes already in the ring
     bool started;     // its kStart record is in the ring
+  };
+  struct RemoteSend {
+    uint64_t sequence;  // completes once remote_done passes it
+    const char* data;
+    RequestPtr request;
   };
   struct RecvOp {
     RequestPtr request;
@@ -177,25 +185,26 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   const bool same_process_;
   const pid_t peer_pid_;
   const std::shared_ptr<StalledSends> stalled_;
+  const WaitBudget budget_;
 
   // Lock order: send_mutex_ before recv_mutex_ (only Fail() holds both). Neither is held while
   // taking a transport lock. Progress() only try_locks them.
   std::mutex send_mutex_;  // guards the producer side: writer_, the send queues, send_failure_
   RingWriter writer_;
-  std::deque<SendOp> send_queue_;                         // not yet (fully) in the ring
-  std::deque<std::pair<uint64_t, RequestPtr>> remote_sends_;  // in the ring, awaiting remote_done
+  std::deque<SendOp> send_queue_;        // not yet (fully) in the ring
+  std::deque<RemoteSend> remote_sends_;  // descriptors in the ring, awaiting remote_done
   uint64_t remote_next_ = 0;
   Status send_failure_;
   std::atomic<bool> listed_{false};  // in stalled_ (queue not empty); written under send_mutex_
-  bool doorbell_mode_ = false;     // the control thread took over pushing (see Backstop)
-  std::atomic<int> send_work_{0};  // queued + remote outstanding: hint for lock-free Progress()
+  bool doorbell_mode_ = false;       // the control thread took over pushing (see Backstop)
+  std::atomic<int> send_work_{0};    // queued + remote outstanding: hint for lock-free Progress()
   std::atomic<uint64_t> pushes_{0};  // records pushed so far (Backstop's progress check)
   uint64_t backstop_seen_ = 0;       // control thread only
 
   std::mutex recv_mutex_;  // guards the consumer side: reader_, the receive queue, active_
   RingReader reader_;
   std::deque<RecvOp> recv_queue_;
-  RecvOp active_{};           // the message whose pieces are arriving (request set if any)
+  RecvOp active_{};  // the message whose pieces are arriving (request set if any)
   uint64_t active_offset_ = 0;
   uint64_t discard_left_ = 0;  // bytes of a refused message still to drop
   bool discarding_ = false;

@@ -167,11 +167,10 @@ struct ShmTransport::State {
       {
         std::lock_guard<std::mutex> lock(mutex);
         if (stopping) break;
-        watched.erase(std::remove_if(watched.begin(), watched.end(),
-                                     [](const std::shared_ptr<ShmChannel>& c) {
-                                       return c->finished();
-                                     }),
-                      watched.end());
+        watched.erase(
+            std::remove_if(watched.begin(), watched.end(),
+                           [](const std::shared_ptr<ShmChannel>& c) { return c->finished(); }),
+            watched.end());
         links = watched;
       }
       fds.clear();
@@ -210,8 +209,7 @@ struct ShmTransport::State {
         bool finished = false;
         if (i < polled && fds[index + i].revents != 0) finished = OnHandshakeReadable(hs);
         if (!finished && now >= hs.deadline_ns) {
-          Refuse(hs, "no handshake within " + std::to_string(options.handshake_timeout_ms) +
-                         " ms",
+          Refuse(hs, "no handshake within " + std::to_string(options.handshake_timeout_ms) + " ms",
                  false);
           finished = true;
         }
@@ -271,19 +269,20 @@ struct ShmTransport::State {
       Refuse(hs, n == 0 ? "closed before completing the handshake" : std::strerror(errno), false);
       return true;
     }
-    const bool speaks_braid = static_cast<size_t>(n) >= sizeof(uint32_t) &&
-                              frame.magic == kHandshakeMagic;
+    const bool speaks_braid =
+        static_cast<size_t>(n) >= sizeof(uint32_t) && frame.magic == kHandshakeMagic;
     std::string why;
     if (static_cast<size_t>(n) != sizeof(frame) || truncated) {
       why = "a frame of " + std::to_string(n) + " bytes (a handshake frame has " +
             std::to_string(sizeof(frame)) + ")";
     }
     if (!hs.hello_done) {
-      if (why.empty()) why = CheckFrame(frame, FrameKind::kHello, context.comm_id, rank,
-                                        context.size, -1);
+      if (why.empty())
+        why = CheckFrame(frame, FrameKind::kHello, context.comm_id, rank, context.size, -1);
       if (why.empty() && passed < 0) why = "no segment descriptor attached to the hello";
       if (why.empty() && !ValidRingBytes(frame.ring_bytes)) {
-        why = "ring size " + std::to_string(frame.ring_bytes) + " is not a power of two in "
+        why = "ring size " + std::to_string(frame.ring_bytes) +
+              " is not a power of two in "
               "[64 KiB, 1 GiB]";
       }
       if (why.empty()) {
@@ -369,8 +368,9 @@ struct ShmTransport::State {
   void OnLinkReadable(const std::shared_ptr<ShmChannel>& link, short revents) {
     bool gone = (revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0;
     bool doorbell = false;
-    std::string why = "the peer closed its end of the shm link (it closed the connection, exited "
-                      "or was killed)";
+    std::string why =
+        "the peer closed its end of the shm link (it closed the connection, exited "
+        "or was killed)";
     for (;;) {
       char bytes[64];
       ssize_t n = ::recv(link->socket(), bytes, sizeof(bytes), MSG_DONTWAIT);
@@ -388,9 +388,8 @@ struct ShmTransport::State {
     }
     if (doorbell) link->OnDoorbell();
     if (gone && !link->finished()) {
-      Status status = Status::RemoteError("rank " + std::to_string(rank) +
-                                          ": connection to rank " + std::to_string(link->peer()) +
-                                          " lost: " + why);
+      Status status = Status::RemoteError("rank " + std::to_string(rank) + ": connection to rank " +
+                                          std::to_string(link->peer()) + " lost: " + why);
       BRAID_LOG(kInfo, rank) << status.message();
       link->OnPeerGone(status);
     }
@@ -405,9 +404,10 @@ struct ShmTransport::State {
     setup.side = side;
     setup.socket = link.socket;
     setup.segment = std::move(link.segment);
-    setup.remote_min_bytes = link.same_process ? options.same_process_copy_bytes
-                                               : options.cross_process_copy_bytes;
+    setup.remote_min_bytes =
+        link.same_process ? options.same_process_copy_bytes : options.cross_process_copy_bytes;
     setup.stalled = stalled;
+    setup.budget = options.wait_budget ? *options.wait_budget : WaitBudget::For(context.size);
     setup.peer_reads_us = link.peer_reads_us;
     setup.we_read_peer = link.we_read_peer;
     setup.same_process = link.same_process;
@@ -419,9 +419,10 @@ struct ShmTransport::State {
       abort_status = aborted;
       if (abort_status.ok()) {
         watched.push_back(channel);
-        channels.erase(std::remove_if(channels.begin(), channels.end(),
-                                      [](const std::weak_ptr<ShmChannel>& c) { return c.expired(); }),
-                       channels.end());
+        channels.erase(
+            std::remove_if(channels.begin(), channels.end(),
+                           [](const std::weak_ptr<ShmChannel>& c) { return c.expired(); }),
+            channels.end());
         channels.push_back(channel);
       }
     }
@@ -430,8 +431,8 @@ struct ShmTransport::State {
       return abort_status;
     }
     Kick();
-    BRAID_LOG(kInfo, rank) << "shm connection to rank " << peer << " is up (large messages: "
-                           << channel->large_message_path() << ")";
+    BRAID_LOG(kInfo, rank) << "shm connection to rank " << peer
+                           << " is up (large messages: " << channel->large_message_path() << ")";
     return std::unique_ptr<Connection>(new ShmConnection(std::move(channel)));
   }
 
@@ -465,7 +466,8 @@ struct ShmTransport::State {
                                std::to_string(peer) + " at @" + peer_address + " within " +
                                std::to_string(budget_ms) + " ms (last error: " + last_error + ")");
       }
-      if (!SleepUnlessAborted(static_cast<int>(std::min<int64_t>(retry_ms, deadline.RemainingMs())))) {
+      if (!SleepUnlessAborted(
+              static_cast<int>(std::min<int64_t>(retry_ms, deadline.RemainingMs())))) {
         continue;  // aborted: reported at the top of the loop
       }
       retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
@@ -477,8 +479,9 @@ struct ShmTransport::State {
     int memfd = -1;
     Result<Segment> segment =
         Segment::Create(context.comm_id, rank, peer, options.ring_bytes, &memfd);
-    if (!segment.ok()) return fail(segment.status().WithContext(Where("connecting to rank " +
-                                                                      std::to_string(peer))));
+    if (!segment.ok())
+      return fail(
+          segment.status().WithContext(Where("connecting to rank " + std::to_string(peer))));
     HandshakeFrame hello;
     hello.kind = static_cast<uint16_t>(FrameKind::kHello);
     hello.comm_id = context.comm_id;
@@ -492,8 +495,8 @@ struct ShmTransport::State {
     int send_errno = errno;
     ::close(memfd);  // the peer holds its own reference once the hello is received
     if (!sent) {
-      return fail(Status::RemoteError(who() + " dropped the shm handshake: " +
-                                      std::strerror(send_errno)));
+      return fail(
+          Status::RemoteError(who() + " dropped the shm handshake: " + std::strerror(send_errno)));
     }
     // Wait for the answer.
     HandshakeFrame answer;
@@ -537,9 +540,8 @@ struct ShmTransport::State {
     link.same_process = answer.process_token == ProcessToken() && link.peer_pid == ::getpid();
     if (options.cross_memory) {
       std::string probe_error;
-      link.we_read_peer =
-          link.same_process ||
-          ProbeRead(link.peer_pid, answer.probe_address, answer.process_token, &probe_error);
+      link.we_read_peer = link.same_process || ProbeRead(link.peer_pid, answer.probe_address,
+                                                         answer.process_token, &probe_error);
       if (!link.we_read_peer) NoteNoCrossMemory(rank, peer, probe_error, CopyOnceMatters());
       link.peer_reads_us = (answer.flags & kCanReadYou) != 0;
     }
@@ -552,8 +554,8 @@ struct ShmTransport::State {
     confirm.probe_address = ProbeAddress();
     confirm.flags = link.we_read_peer ? kCanReadYou : 0;
     if (!SendFrame(fd, &confirm, sizeof(confirm))) {
-      return fail(Status::RemoteError(who() + " dropped the shm handshake: " +
-                                      std::strerror(errno)));
+      return fail(
+          Status::RemoteError(who() + " dropped the shm handshake: " + std::strerror(errno)));
     }
     return MakeConnection(peer, /*side=*/0, std::move(link));
   }
@@ -647,10 +649,9 @@ Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::s
   State& s = *state_;
   const int rank = s.rank;
   if (peer < 0 || peer >= s.context.size || peer == rank) {
-    return Status::InvalidArgument("rank " + std::to_string(rank) +
-                                   ": shm transport cannot connect to rank " +
-                                   std::to_string(peer) + " in a communicator of size " +
-                                   std::to_string(s.context.size));
+    return Status::InvalidArgument(
+        "rank " + std::to_string(rank) + ": shm transport cannot connect to rank " +
+        std::to_string(peer) + " in a communicator of size " + std::to_string(s.context.size));
   }
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -690,8 +691,8 @@ Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::s
 
 void ShmTransport::Abort(const Status& reason) {
   State& s = *state_;
-  Status status = Status::Aborted(reason.message().empty() ? "shm transport aborted"
-                                                           : reason.message());
+  Status status =
+      Status::Aborted(reason.message().empty() ? "shm transport aborted" : reason.message());
   std::vector<std::shared_ptr<ShmChannel>> channels;
   {
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -29,25 +29,31 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/deadline.h"
 #include "core/status.h"
 #include "transport/connection.h"
+#include "transport/shm/wait.h"
 #include "transport/transport.h"
 
 namespace braid::transport::shm {
 
 // Where large messages take one copy instead of two. Measured on the 2-core development VM
-// (AMD EPYC, 1 MiB L2 per core, 32 MiB L3), 2 ranks, bidirectional exchange, GB/s per direction:
-//                       64 KiB  256 KiB  1 MiB  4 MiB  16 MiB
-//   ring, 2 processes    10.6    14.5    14.0    7.2    3.8   (two copies, pipelined on 2 cores)
-//   process_vm_readv      4.9     6.9     6.5    2.4    1.7   (one copy)
-//   memcpy, 2 threads    22      23-30   22-35   20     3.1-3.6 (one copy)
-// and raw process_vm_readv costs 1.5 us per call and tops out at 11 GB/s (4 GB/s beyond the
-// caches) where memcpy does 40 (9): pinning the peer's pages is slow in this VM, while the ring
-// stays in cache. So thread ranks copy once (memcpy) from 16 KiB, and processes keep to the ring
-// unless cross_process_copy_bytes is lowered (on hosts where cross-memory attach is cheap).
+// (AMD EPYC, 1 MiB L2 per core, 32 MiB L3; other jobs running, best of two runs), 2 ranks
+// exchanging both ways at once, GB/s per direction:
+//                              64 KiB  256 KiB  1 MiB  4 MiB  16 MiB
+//   ring, 2 processes            10.6    15.2    16.1    7.3    4.0   (two copies, pipelined)
+//   process_vm_readv, 2 procs     7.5     9.4     8.4    3.7    2.8   (one copy)
+//   memcpy, 2 thread ranks       24.9    26.1    28.2   24.6    5.2   (one copy)
+// Raw process_vm_readv costs 1.5 us per call and tops out at 11 GB/s (4 GB/s beyond the caches)
+// where memcpy does 40 (9): pinning the peer's pages is slow in this VM, while the ring stays in
+// cache and both cores copy at once. So thread ranks copy once (memcpy) from 16 KiB, and
+// processes keep to the ring unless cross_process_copy_bytes is lowered (hosts where
+// cross-memory attach is cheap). Measured with a two-process stream program kept out of the
+// tree; end to end, `braidrun -n 2 -- all_reduce_perf -b 64K -e 16M -f 4 -d float` shows the
+// effect on allreduce.
 constexpr uint64_t kNeverCopyOnce = UINT64_MAX;
 
 struct ShmOptions {
@@ -62,6 +68,8 @@ struct ShmOptions {
   // false: never read the peer's memory (as if process_vm_readv were refused), whatever the
   // thresholds; the ring carries everything.
   bool cross_memory = true;
+  // How waits spin, yield and sleep (wait.h); unset: WaitBudget::For(communicator size).
+  std::optional<WaitBudget> wait_budget;
   // A connected stranger that completes no handshake within this time is dropped.
   int64_t handshake_timeout_ms = 30 * 1000;
 };

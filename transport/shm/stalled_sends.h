@@ -53,7 +53,8 @@ class StalledSends {
   std::atomic<int> wake_fd_;
   std::atomic<bool> checking_{false};  // the control thread wakes every millisecond
   std::atomic<int> count_{0};
-  std::mutex mutex_;  // guards channels_. A leaf: taken under a channel's send lock, never the reverse
+  std::mutex
+      mutex_;  // guards channels_. A leaf: taken under a channel's send lock, never the reverse
   std::vector<std::weak_ptr<ShmChannel>> channels_;
 };
 

@@ -28,8 +28,8 @@ Result<int> ListenAbstract(const std::string& name) {
   sockaddr_un address;
   socklen_t length = AbstractAddress(name, &address);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || ::listen(fd, 128) != 0) {
-    Status status = Status::SystemError("listening on abstract socket @" + name + ": " +
-                                        std::strerror(errno));
+    Status status =
+        Status::SystemError("listening on abstract socket @" + name + ": " + std::strerror(errno));
     ::close(fd);
     return status;
   }

@@ -10,6 +10,11 @@
 
 namespace braid::transport::shm {
 
+WaitBudget WaitBudget::For(int ranks) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
+}
+
 int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
