@@ -1,0 +1,99 @@
+// kill -9 of one rank in the middle of a collective: every surviving rank must return
+// braidRemoteError naming the dead rank within 10 s (the lost link is detected, not waited out),
+// on every transport, for every collective; later calls on that communicator fail at once, and
+// braidCommGetAsyncError reports the failure.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bindings/c/braid.h"
+#include "tests/harness/multi_rank.h"
+
+namespace {
+
+constexpr int kRanks = 3;  // every pair is a ring neighbour, so every link exists after init
+constexpr int kDead = 1;
+constexpr size_t kCount = size_t{4} << 20;  // floats per rank: long enough to die mid-way
+
+braidResult_t RunCollective(const char* name, braidComm_t comm, std::vector<float>& send,
+                            std::vector<float>& recv) {
+  const std::string op = name;
+  if (op == "allreduce") return braidAllReduce(send.data(), recv.data(), kCount, braidFloat32, braidSum, comm, nullptr);
+  if (op == "broadcast") return braidBroadcast(send.data(), recv.data(), kCount, braidFloat32, 0, comm, nullptr);
+  if (op == "reduce") return braidReduce(send.data(), recv.data(), kCount, braidFloat32, braidSum, 0, comm, nullptr);
+  if (op == "allgather") return braidAllGather(send.data(), recv.data(), kCount / kRanks, braidFloat32, comm, nullptr);
+  if (op == "reducescatter") return braidReduceScatter(send.data(), recv.data(), kCount / kRanks, braidFloat32, braidSum, comm, nullptr);
+  if (op == "alltoall") return braidAllToAll(send.data(), recv.data(), kCount / kRanks, braidFloat32, comm, nullptr);
+  if (op == "gather") return braidGather(send.data(), recv.data(), kCount / kRanks, braidFloat32, 0, comm, nullptr);
+  if (op == "scatter") return braidScatter(send.data(), recv.data(), kCount / kRanks, braidFloat32, 0, comm, nullptr);
+  return braidBarrier(comm, nullptr);
+}
+
+std::string Survive(const braidUniqueId& id, int rank, const char* collective, const char* transports) {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = 60000;  // far above the 10 s the test allows: detection must not be a timeout
+  config.transports = transports;
+  braidComm_t comm = nullptr;
+  if (braidCommInitRankConfig(&comm, kRanks, id, rank, &config) != braidSuccess) {
+    return std::string("init: ") + braidGetLastError(nullptr);
+  }
+  std::vector<float> send(kCount, 1.0f), recv(kCount, 0.0f);
+  if (rank == kDead) {
+    // Die while the collective is running: a timer thread sends SIGKILL to this process.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      kill(getpid(), SIGKILL);
+    }).detach();
+    for (;;) RunCollective(collective, comm, send, recv);
+  }
+  auto start = std::chrono::steady_clock::now();
+  braidResult_t rc = braidSuccess;
+  // Repeat until the death is noticed (a short collective may finish before the kill).
+  while (rc == braidSuccess && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    rc = RunCollective(collective, comm, send, recv);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string message = braidGetLastError(comm);
+  std::string failure;
+  if (rc != braidRemoteError) {
+    failure = "expected braidRemoteError, got " + std::to_string(rc) + ": " + message;
+  } else if (seconds > 10.0) {
+    failure = "noticed only after " + std::to_string(seconds) + " s";
+  } else if (message.find("rank " + std::to_string(kDead)) == std::string::npos) {
+    failure = "the error does not name rank 1: " + message;
+  } else if (RunCollective(collective, comm, send, recv) == braidSuccess) {
+    failure = "a later call succeeded on a broken communicator";
+  } else {
+    braidResult_t async = braidSuccess;
+    braidCommGetAsyncError(comm, &async);
+    if (async != braidRemoteError) failure = "braidCommGetAsyncError says " + std::to_string(async);
+  }
+  braidCommDestroy(comm);
+  return failure;
+}
+
+}  // namespace
+
+TEST_CASE("a rank killed mid-collective is named by every survivor within 10 s", "[faults][kill]") {
+  const char* transports = GENERATE("tcp", "shm");
+  const char* collective = GENERATE("allreduce", "broadcast", "reduce", "allgather", "reducescatter",
+                                    "alltoall", "gather", "scatter", "barrier");
+  CAPTURE(transports, collective);
+  braidUniqueId id;
+  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  auto results = braid::testing::RunProcesses(
+      kRanks, [&](int rank, int) { return Survive(id, rank, collective, transports); }, 30000);
+  CHECK(results[kDead].find("killed by signal 9") != std::string::npos);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    if (rank == kDead) continue;
+    INFO("rank " << rank << ": " << results[rank]);
+    CHECK(results[rank].empty());
+  }
+}
