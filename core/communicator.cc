@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/prefix_store.h"
+#include "transport/fault_injection.h"
 #include "transport/registry.h"
 
 namespace braid {
@@ -134,8 +135,12 @@ Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline de
     }
     BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
                             << *address << ")";
-    transport::Connection* raw = connection.value().get();
-    connections_[peer] = std::move(connection).value();
+    std::unique_ptr<transport::Connection> link = std::move(connection).value();
+    if (auto decorate = transport::CurrentConnectionDecorator()) {
+      link = decorate(rank_, peer, std::move(link));  // fault tests only
+    }
+    transport::Connection* raw = link.get();
+    connections_[peer] = std::move(link);
     return raw;
   }
   return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
