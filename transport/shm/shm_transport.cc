@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "transport/link_stash.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_connection.h"
@@ -659,26 +660,12 @@ Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::s
   }
   if (peer < rank) {
     // The peer dials us: wait for the control thread to stash its handshaken link.
-    const int64_t budget_ms = deadline.RemainingMs();
     std::unique_lock<std::mutex> lock(s.mutex);
-    auto ready = [&] { return !s.aborted.ok() || s.stash.count(peer) != 0; };
-    if (deadline.when() == Deadline::Clock::time_point::max()) {
-      s.stash_cv.wait(lock, ready);
-    } else {
-      s.stash_cv.wait_until(lock, deadline.when(), ready);
-    }
-    if (!s.aborted.ok()) return s.aborted;
-    auto it = s.stash.find(peer);
-    if (it == s.stash.end()) {
-      return Status::Timeout("rank " + std::to_string(rank) + ": no shm connection from rank " +
-                             std::to_string(peer) + " within " + std::to_string(budget_ms) +
-                             " ms (listening on @" + s.address + ")");
-    }
-    Link link = std::move(it->second);
-    s.stash.erase(it);
-    s.claimed.insert(peer);
+    auto link = ClaimStashedLink(lock, s.stash_cv, s.stash, s.claimed, s.aborted, rank, peer,
+                                 deadline, "shm connection", "listening on @" + s.address);
+    if (!link.ok()) return link.status();
     lock.unlock();
-    return s.MakeConnection(peer, /*side=*/1, std::move(link));
+    return s.MakeConnection(peer, /*side=*/1, std::move(link).value());
   }
   if (peer_address.compare(0, sizeof(kAddressPrefix) - 1, kAddressPrefix) != 0 ||
       peer_address.size() > 100) {

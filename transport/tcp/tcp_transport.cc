@@ -18,6 +18,7 @@
 #include "core/hmac_sha256.h"
 #include "core/logging.h"
 #include "core/net_interfaces.h"
+#include "transport/link_stash.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/wire.h"
 
@@ -648,24 +649,11 @@ Result<std::unique_ptr<Connection>> TcpTransport::Connect(int peer,
   if (peer < rank) {
     // The peer dials us: wait for the acceptor to stash its handshaken socket.
     std::unique_lock<std::mutex> lock(s.mutex);
-    auto ready = [&] { return !s.aborted.ok() || s.stash.count(peer) != 0; };
-    if (deadline.when() == Deadline::Clock::time_point::max()) {
-      s.stash_cv.wait(lock, ready);
-    } else {
-      s.stash_cv.wait_until(lock, deadline.when(), ready);
-    }
-    if (!s.aborted.ok()) return s.aborted;
-    auto it = s.stash.find(peer);
-    if (it == s.stash.end()) {
-      return Status::Timeout("rank " + std::to_string(rank) + ": no connection from rank " +
-                             std::to_string(peer) + " within " + std::to_string(budget_ms) +
-                             " ms (listening on " + s.local_address + ")");
-    }
-    Tcp::socket socket = std::move(it->second);
-    s.stash.erase(it);
-    s.claimed.insert(peer);
+    auto socket = ClaimStashedLink(lock, s.stash_cv, s.stash, s.claimed, s.aborted, rank, peer,
+                                   deadline, "connection", "listening on " + s.local_address);
+    if (!socket.ok()) return socket.status();
     lock.unlock();
-    return s.MakeConnection(peer, std::move(socket));
+    return s.MakeConnection(peer, std::move(socket).value());
   }
 
   // We dial the peer.
