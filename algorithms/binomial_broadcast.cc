@@ -16,6 +16,8 @@
 // Message c on every tree edge is chunk c, tagged MessageTag(sequence, c) on both sides.
 #include "algorithms/binomial_broadcast.h"
 
+#include "algorithms/binomial_tree.h"
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -50,15 +52,9 @@ Status BinomialBroadcast(const CollectiveContext& ctx, const void* sendbuf, void
     return Status::Ok();
   }
 
-  // Tree relative to the root: parent clears the lowest set bit; children add lower bits.
-  const int v = (ctx.rank - root + n) % n;
-  int low_bit = 1;
-  while (low_bit < n && (v & low_bit) == 0) low_bit <<= 1;
-  const int parent = v == 0 ? -1 : (v - low_bit + root) % n;
-  std::vector<int> children;
-  for (int bit = low_bit >> 1; bit > 0; bit >>= 1) {
-    if (v + bit < n) children.push_back((v + bit + root) % n);
-  }
+  const BinomialTree tree = MakeBinomialTree(ctx.rank, n, root);
+  const int parent = tree.parent;
+  const std::vector<int>& children = tree.children;
 
   transport::Connection* up = nullptr;
   if (parent >= 0) {

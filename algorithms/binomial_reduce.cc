@@ -19,6 +19,8 @@
 // MessageTag(sequence, c) on both sides.
 #include "algorithms/binomial_reduce.h"
 
+#include "algorithms/binomial_tree.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -55,14 +57,10 @@ Status BinomialReduce(const CollectiveContext& ctx, const void* sendbuf, void* r
     return Status::Ok();  // an average over one rank is the value itself
   }
 
-  const int v = (ctx.rank - root + n) % n;
-  int low_bit = 1;
-  while (low_bit < n && (v & low_bit) == 0) low_bit <<= 1;
-  const int parent = v == 0 ? -1 : (v - low_bit + root) % n;
-  std::vector<int> children;  // smallest subtree first
-  for (int bit = 1; bit < low_bit; bit <<= 1) {
-    if (v + bit < n) children.push_back((v + bit + root) % n);
-  }
+  const BinomialTree tree = MakeBinomialTree(ctx.rank, n, root);
+  const int parent = tree.parent;
+  // Smallest subtree first: it finishes first, so its data is reduced while bigger ones arrive.
+  const std::vector<int> children(tree.children.rbegin(), tree.children.rend());
 
   transport::Connection* up = nullptr;
   if (parent >= 0) {
