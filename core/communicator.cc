@@ -16,14 +16,6 @@
 namespace braid {
 namespace {
 
-transport::PeerInfo ToPeerInfo(int rank, const rendezvous::PeerRecord& record) {
-  transport::PeerInfo info;
-  info.rank = rank;
-  info.host = record.host;
-  info.boot_id = record.boot_id;
-  return info;
-}
-
 // The cost model of the slowest transport the job needs (the last in priority order that links
 // rank 0 with some rank), so that every rank derives the same model from the same peer table and
 // therefore selects the same algorithm for every collective.
@@ -34,7 +26,7 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
     for (size_t t = 0; t < transports.size(); ++t) {
       const char* name = transports[t]->name();
       if (peers[0].AddressOf(name) != nullptr && peers[r].AddressOf(name) != nullptr &&
-          transports[t]->CanConnect(ToPeerInfo(0, peers[0]), ToPeerInfo(static_cast<int>(r), peers[r]))) {
+          transports[t]->CanConnect(PeerInfoOf(0, peers[0]), PeerInfoOf(static_cast<int>(r), peers[r]))) {
         slowest = std::max(slowest, static_cast<int>(t));
         break;
       }
@@ -51,31 +43,46 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   auto policy = algorithms::AlgorithmPolicy::Parse(options.config.algo);
   if (!policy.ok()) return policy.status().WithContext(who);
 
-  transport::TransportContext context;
-  context.rank = options.rank;
-  context.size = options.size;
-  context.comm_id = options.comm_id;
-  context.secret = options.secret;
-  context.config = options.config;
-  std::vector<std::unique_ptr<transport::Transport>> transports;
-  if (options.size > 1) {
-    auto created = transport::CreateTransports(context);
-    if (!created.ok()) return created.status().WithContext(who + ": creating transports");
-    transports = std::move(created).value();
+  const bool shared = options.shared_links != nullptr;
+  std::shared_ptr<LinkPool> links = std::move(options.shared_links);
+  std::vector<int> pool_ranks = std::move(options.pool_ranks);
+  std::vector<rendezvous::PeerRecord> peers;
+  if (links != nullptr) {
+    // Split with splitShare: the parent already knows how to reach every member.
+    for (int pool_rank : pool_ranks) peers.push_back(links->peers()[pool_rank]);
+  } else {
+    transport::TransportContext context;
+    context.rank = options.rank;
+    context.size = options.size;
+    context.comm_id = options.comm_id;
+    context.secret = options.secret;
+    context.config = options.config;
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    if (options.size > 1) {
+      auto created = transport::CreateTransports(context);
+      if (!created.ok()) return created.status().WithContext(who + ": creating transports");
+      transports = std::move(created).value();
+    }
+
+    rendezvous::PeerRecord self = rendezvous::LocalPeerRecord();
+    for (const auto& t : transports) self.addresses.emplace_back(t->name(), t->LocalAddress());
+    auto exchanged = rendezvous::ExchangePeers(*options.store, options.rank, options.size, self, deadline);
+    if (!exchanged.ok()) return exchanged.status();
+    peers = std::move(exchanged).value();
+    links = std::make_shared<LinkPool>(options.rank, peers, std::move(transports));
+    for (int r = 0; r < options.size; ++r) pool_ranks.push_back(r);
   }
 
-  rendezvous::PeerRecord self = rendezvous::LocalPeerRecord();
-  for (const auto& t : transports) self.addresses.emplace_back(t->name(), t->LocalAddress());
-  auto peers = rendezvous::ExchangePeers(*options.store, options.rank, options.size, self, deadline);
-  if (!peers.ok()) return peers.status();
-
-  std::unique_ptr<Communicator> comm(
-      new Communicator(std::move(options), std::move(peers).value(), std::move(transports),
-                       std::move(policy).value()));
+  std::unique_ptr<Communicator> comm(new Communicator(std::move(options), std::move(peers),
+                                                      std::move(links), std::move(pool_ranks),
+                                                      std::move(policy).value()));
   // Connect the ring neighbours now, so an unreachable peer fails init rather than the first
-  // collective; other links are made when first needed.
-  if (comm->size_ > 1) {
+  // collective; other links are made when first needed. A child sharing its parent's links skips
+  // this: the parent may be running an operation on them (on another thread), and the pairs it
+  // needs are mostly linked already.
+  if (comm->size_ > 1 && !shared) {
     std::lock_guard<std::mutex> lock(comm->op_mutex_);
+    std::lock_guard<std::mutex> lane(comm->links_->lane());
     for (int peer : {(comm->rank_ + 1) % comm->size_, (comm->rank_ - 1 + comm->size_) % comm->size_}) {
       auto connection = comm->GetConnection(peer, deadline);
       if (!connection.ok()) return connection.status();
@@ -98,7 +105,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
 }
 
 Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
-                           std::vector<std::unique_ptr<transport::Transport>> transports,
+                           std::shared_ptr<LinkPool> links, std::vector<int> pool_ranks,
                            algorithms::AlgorithmPolicy policy)
     : rank_(options.rank),
       size_(options.size),
@@ -107,45 +114,17 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       secret_(std::move(options.secret)),
       store_(std::move(options.store)),
       peers_(std::move(peers)),
-      transports_(std::move(transports)),
+      links_(std::move(links)),
+      pool_ranks_(std::move(pool_ranks)),
       algorithm_policy_(std::move(policy)),
-      link_model_(JobLinkModel(peers_, transports_)),
+      link_model_(JobLinkModel(peers_, links_->transports())),
       open_store_(std::move(options.open_store)) {}
 
-Communicator::~Communicator() {
-  std::lock_guard<std::mutex> lock(op_mutex_);
-  for (auto& [peer, connection] : connections_) {
-    connection->Close(Status::Aborted("rank " + std::to_string(rank_) + ": communicator destroyed"));
-  }
-  connections_.clear();
-}
+Communicator::~Communicator() = default;
 
+// Caller holds links_->lane().
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
-  auto found = connections_.find(peer);
-  if (found != connections_.end()) return found->second.get();
-  const transport::PeerInfo self_info = ToPeerInfo(rank_, peers_[rank_]);
-  const transport::PeerInfo peer_info = ToPeerInfo(peer, peers_[peer]);
-  for (const auto& t : transports_) {
-    const std::string* address = peers_[peer].AddressOf(t->name());
-    if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
-    auto connection = t->Connect(peer, *address, deadline);
-    if (!connection.ok()) {
-      return connection.status().WithContext("rank " + std::to_string(rank_) + ": connecting to rank " +
-                                             std::to_string(peer) + " over " + t->name());
-    }
-    BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
-                            << *address << ")";
-    std::unique_ptr<transport::Connection> link = std::move(connection).value();
-    if (auto decorate = transport::CurrentConnectionDecorator()) {
-      link = decorate(rank_, peer, std::move(link));  // fault tests only
-    }
-    transport::Connection* raw = link.get();
-    connections_[peer] = std::move(link);
-    return raw;
-  }
-  return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
-                              std::to_string(peer) + " (host " + peers_[peer].host +
-                              "); check BRAID_TRANSPORTS");
+  return links_->Get(pool_ranks_[peer], deadline);
 }
 
 void* Communicator::Scratch(size_t bytes) {
@@ -161,7 +140,7 @@ void Communicator::Break(const Status& error) {
       broken_.store(true);
     }
   }
-  for (const auto& t : transports_) t->Abort(error);
+  links_->Abort(error);
 }
 
 Status Communicator::AsyncError() const {
@@ -188,8 +167,12 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   }
   const Deadline deadline = Deadline::AfterMs(config_.timeout_ms);
   // Everyone publishes (color, key); everyone reads everyone's.
+  // The share flag travels too: members of a color that disagree would wait for each other in
+  // different places (the store exchange of new transports, or none), so that is refused.
   BRAID_RETURN_IF_ERROR(store_->Set(space + "/" + std::to_string(rank_),
-                                    std::to_string(color) + " " + std::to_string(key), deadline));
+                                    std::to_string(color) + " " + std::to_string(key) + " " +
+                                        (config.split_share ? "1" : "0"),
+                                    deadline));
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(space + "/" + std::to_string(r));
   auto values = store_->MultiGet(keys, deadline);
@@ -202,11 +185,18 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   };
   std::vector<Member> members;
   for (int r = 0; r < size_; ++r) {
-    int their_color = 0, their_key = 0;
-    if (std::sscanf(values.value()[r].c_str(), "%d %d", &their_color, &their_key) != 2) {
+    int their_color = 0, their_key = 0, their_share = 0;
+    if (std::sscanf(values.value()[r].c_str(), "%d %d %d", &their_color, &their_key, &their_share) != 3) {
       return Status::RemoteError(who + ": rank " + std::to_string(r) + " published a malformed split entry");
     }
-    if (their_color == color) members.push_back({their_key, r});
+    if (their_color != color) continue;
+    if ((their_share == 1) != config.split_share) {
+      return Status::InvalidUsage(who + ": split of color " + std::to_string(color) + " with splitShare " +
+                                  (config.split_share ? "1" : "0") + ", but rank " + std::to_string(r) +
+                                  " of the same color passed splitShare " + std::to_string(their_share) +
+                                  "; every member must pass the same value");
+    }
+    members.push_back({their_key, r});
   }
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
     return a.key != b.key ? a.key < b.key : a.parent_rank < b.parent_rank;
@@ -215,6 +205,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   options.size = static_cast<int>(members.size());
   for (int i = 0; i < options.size; ++i) {
     if (members[i].parent_rank == rank_) options.rank = i;
+  }
+  if (config.split_share) {
+    options.shared_links = links_;
+    for (const Member& m : members) options.pool_ranks.push_back(pool_ranks_[m.parent_rank]);
   }
   options.config = std::move(config);
   const std::string child_space = space + "/color" + std::to_string(color);
@@ -232,7 +226,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   auto child = Create(std::move(options));
   if (!child.ok()) return child.status().WithContext(who + ": creating the communicator of color " + std::to_string(color));
   BRAID_LOG(kInfo, rank_) << "split #" << space << ": color " << color << " key " << key
-                          << " -> rank " << child.value()->rank() << " of " << child.value()->size();
+                          << " -> rank " << child.value()->rank() << " of " << child.value()->size()
+                          << (child.value()->links_ == links_ ? ", sharing this communicator's links" : "");
   return child;
 }
 
@@ -309,6 +304,9 @@ Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) 
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(op_mutex_);
+  // The argument check and the collective hold the lane together, so no operation of a
+  // communicator sharing these links slips in between them.
+  std::lock_guard<std::mutex> lane(links_->lane());
   BRAID_RETURN_IF_ERROR(CheckUsable());
   auto algorithm = algorithms::SelectAlgorithm(args, size_, algorithm_policy_, link_model_);
   if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
@@ -410,6 +408,7 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<std::mutex> lock(op_mutex_);
+  std::lock_guard<std::mutex> lane(links_->lane());
   return RunOperation(kPointToPointSequence, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
     // Point-to-point tags: top bit set, then the per-pair message number.
     constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;

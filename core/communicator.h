@@ -1,11 +1,13 @@
 // Communicator: one rank's membership in a group of ranks, and the collectives it runs.
 //
-// It owns the rendezvous store view, one Transport per enabled transport kind, the Connections
-// made on demand to peers, scratch memory, the sequence counter and the error state.
+// It owns the rendezvous store view, scratch memory, the sequence counter and the error state,
+// and reaches its peers through a LinkPool (one Transport per enabled transport kind and the
+// Connections made on demand) — its own, or its parent's when split with splitShare.
 //
 // Execution: a communicator runs its operations one at a time in the order they are called
 // (op_mutex_), on the calling thread, and host operations return when complete. Different
-// communicators are independent and may run at once from different threads.
+// communicators are independent and may run at once from different threads, except those sharing
+// a LinkPool, which take turns (core/link_pool.h).
 //
 // Errors: bad arguments are reported without touching the communicator. A failure while data is
 // in flight (lost peer, timeout, abort) breaks it: transports are aborted so no buffer is written
@@ -28,6 +30,7 @@
 #include "core/datatype.h"
 #include "core/deadline.h"
 #include "core/hang_diagnosis.h"
+#include "core/link_pool.h"
 #include "core/status.h"
 #include "rendezvous/peer_exchange.h"
 #include "rendezvous/store.h"
@@ -52,6 +55,10 @@ class Communicator {
     // Opens another connection with the same view, for the hang-diagnosis thread (which parks
     // in a blocking Get). Empty: no hang diagnosis.
     std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store;
+    // Set by Split with splitShare: reach peers through these links (no transports of its own,
+    // no peer exchange); pool_ranks[r] is rank r's rank in the pool.
+    std::shared_ptr<LinkPool> shared_links;
+    std::vector<int> pool_ranks;
   };
 
   // Rendezvous with the other ranks (checks nranks agreement and duplicate ranks, lists missing
@@ -86,8 +93,9 @@ class Communicator {
   // `color` form a new communicator, ordered by `key` then by rank here. kNoColor returns a null
   // pointer (the rank still takes part in the exchange). The exchange runs under a store prefix
   // made of this communicator's identity and a split counter, so splits never collide however
-  // many run; the child gets its own transports (connections are not shared with the parent, so
-  // the two never block each other) and `config`.
+  // many run. The child gets `config`; with config.split_share it reaches its peers through this
+  // communicator's links and takes turns with it (core/link_pool.h), otherwise it has transports
+  // of its own and never blocks this one. Every member of a color must agree on split_share.
   static constexpr int kNoColor = -1;
   Result<std::unique_ptr<Communicator>> Split(int color, int key, Config config);
 
@@ -99,9 +107,13 @@ class Communicator {
   // OK while healthy; otherwise the error that broke the communicator.
   Status AsyncError() const;
 
+  // The links this communicator's operations use (shared with a parent or children under
+  // splitShare); tests compare them.
+  const LinkPool* links() const { return links_.get(); }
+
  private:
   Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
-               std::vector<std::unique_ptr<transport::Transport>> transports,
+               std::shared_ptr<LinkPool> links, std::vector<int> pool_ranks,
                algorithms::AlgorithmPolicy policy);
 
   // Runs `body` as one operation: checks state, builds the context (deadline, connections,
@@ -133,14 +145,15 @@ class Communicator {
   const std::string secret_;
   std::shared_ptr<rendezvous::Store> store_;
   const std::vector<rendezvous::PeerRecord> peers_;
-  // Fixed after construction, so Abort() may walk it from any thread.
-  const std::vector<std::unique_ptr<transport::Transport>> transports_;
+  // Fixed after construction, so Abort() may reach it from any thread. Connections come from it;
+  // its lane is held for the whole of each operation.
+  const std::shared_ptr<LinkPool> links_;
+  const std::vector<int> pool_ranks_;  // this communicator's rank r is rank pool_ranks_[r] there
   const algorithms::AlgorithmPolicy algorithm_policy_;
   const algorithms::LinkModel link_model_;
 
-  // Lock order: op_mutex_ before error_mutex_.
+  // Lock order: op_mutex_, then links_->lane(), then error_mutex_.
   std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
-  std::map<int, std::unique_ptr<transport::Connection>> connections_;
   std::vector<char> scratch_;
   uint64_t next_sequence_ = 0;
   uint64_t splits_ = 0;  // every rank splits in the same order, so the k-th split matches

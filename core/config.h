@@ -28,6 +28,9 @@ struct Config {
   // BRAID_CHECK=1: before each collective, ranks compare op, datatype, count and root, so a
   // mismatch is reported (naming the rank and both descriptions) instead of hanging or mixing data.
   bool check = false;
+  // BRAID_COMM_SPLIT_SHARE_RESOURCES=1 (NCCL's name, NCCL_ prefix swapped): a communicator made
+  // by Split reaches its peers through its parent's links instead of its own (core/link_pool.h).
+  bool split_share = false;
 };
 
 // Parses the environment once per process; an unparsable value is an error naming the variable.

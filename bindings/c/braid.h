@@ -87,13 +87,16 @@ typedef struct braidConfig {
   const char* socketIfname; /* BRAID_SOCKET_IFNAME: NCCL syntax, e.g. "eth", "^docker", "=eth0" */
   const char* transports;   /* BRAID_TRANSPORTS: e.g. "tcp", "^shm" */
   int checkMode;         /* BRAID_CHECK: 1 = compare op, type, count and root across ranks first */
+  int splitShare;        /* BRAID_COMM_SPLIT_SHARE_RESOURCES: 1 = braidCommSplit's child uses the
+                            parent's links; the two then take turns (issue their operations in
+                            the same order on every rank), as with NCCL's splitShare */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
   {                                                                                       \
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
-        BRAID_CONFIG_UNDEF_INT                                                            \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT                                    \
   }
 
 braidResult_t braidGetVersion(int* version);

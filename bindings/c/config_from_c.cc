@@ -42,6 +42,14 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
     }
     config.check = c->checkMode == 1;
   }
+  if (c->size >= offsetof(braidConfig_t, splitShare) + sizeof(c->splitShare) &&
+      c->splitShare != BRAID_CONFIG_UNDEF_INT) {
+    if (c->splitShare != 0 && c->splitShare != 1) {
+      return Status::InvalidArgument("config->splitShare must be 0 or 1, got " +
+                                     std::to_string(c->splitShare));
+    }
+    config.split_share = c->splitShare == 1;
+  }
   return config;
 }
 

@@ -89,6 +89,10 @@ TEST_CASE("init rejects bad arguments and names them", "[capi]") {
   config.timeoutMs = -5;
   CHECK(braidCommInitRankConfig(&comm, 1, id, 0, &config) == braidInvalidArgument);
   CHECK(Contains(braidGetLastError(nullptr), "timeoutMs"));
+  config = BRAID_CONFIG_INITIALIZER;
+  config.splitShare = 2;
+  CHECK(braidCommInitRankConfig(&comm, 1, id, 0, &config) == braidInvalidArgument);
+  CHECK(Contains(braidGetLastError(nullptr), "splitShare"));
   CHECK(braidGetUniqueId(nullptr) == braidInvalidArgument);
 }
 

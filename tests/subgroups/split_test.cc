@@ -6,6 +6,8 @@
 // in child-rank order).
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -75,19 +77,32 @@ std::string CheckChild(braidComm_t child, const std::vector<int>& members, int p
 }
 
 // Makes the parent communicator for a thread- or process-rank from a shared id.
-std::string InitParent(const braidUniqueId& id, int rank, int size, braidComm_t* comm) {
+// `transports`: BRAID_TRANSPORTS for the parent (and its children), nullptr = environment's.
+std::string InitParent(const braidUniqueId& id, int rank, int size, braidComm_t* comm,
+                       const char* transports = nullptr) {
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
   config.timeoutMs = 60000;
+  config.transports = transports;
   if (braidCommInitRankConfig(comm, size, id, rank, &config) != braidSuccess) {
     return Error("init", nullptr);
   }
   return "";
 }
 
-std::string SplitAndCheck(braidComm_t parent, const SplitRule& rule, int rank, int size) {
+// `split_share`: the child's config.splitShare (BRAID_CONFIG_UNDEF_INT = environment's default).
+braidConfig_t ChildConfig(int split_share) {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = 60000;
+  config.splitShare = split_share;
+  return config;
+}
+
+std::string SplitAndCheck(braidComm_t parent, const SplitRule& rule, int rank, int size,
+                          int split_share = BRAID_CONFIG_UNDEF_INT) {
   braidComm_t child = nullptr;
   int color = rule.color(rank, size);
-  if (braidCommSplit(parent, color, rule.key(rank, size), &child, nullptr) != braidSuccess) {
+  braidConfig_t config = ChildConfig(split_share);
+  if (braidCommSplit(parent, color, rule.key(rank, size), &child, &config) != braidSuccess) {
     return Error("split", parent);
   }
   if (color == BRAID_SPLIT_NOCOLOR) return child == nullptr ? "" : "NOCOLOR returned a communicator";
@@ -287,6 +302,148 @@ TEST_CASE("a communicator over a subset made directly from a fresh unique id", "
     braidCommDestroy(world);
     return failure;
   });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+// --- splitShare: a child reaches its peers through its parent's links --------------------------
+
+namespace {
+
+// Checks the parent still works (and its links are still in step) after a child used them.
+std::string CheckParent(braidComm_t parent, int size) {
+  int64_t v = 1;
+  if (braidAllReduce(&v, &v, 1, braidInt64, braidSum, parent, nullptr) != braidSuccess) {
+    return Error("parent allreduce after a sharing child", parent);
+  }
+  return v == size ? "" : "parent allreduce gave " + std::to_string(v);
+}
+
+// Descriptors this process holds open (sockets, memfd segments, eventfds...).
+int OpenDescriptors() {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++count;
+    }
+    closedir(dir);
+  }
+  return count - 1;  // the directory stream itself
+}
+
+}  // namespace
+
+TEST_CASE("splitShare: every split rule at 4 and 8 ranks, parent interleaved", "[split][share]") {
+  const int size = GENERATE(4, 8);
+  braidUniqueId id = NewId();
+  auto results = RunThreads(size, [&](int rank, int n) -> std::string {
+    braidComm_t parent = nullptr;
+    std::string failure = InitParent(id, rank, n, &parent);
+    for (const auto& [name, rule] : Rules()) {
+      if (failure.empty()) failure = SplitAndCheck(parent, rule, rank, n, /*split_share=*/1);
+      if (failure.empty()) failure = CheckParent(parent, n);
+      if (!failure.empty()) failure = std::string(name) + ": " + failure;
+    }
+    if (parent) braidCommDestroy(parent);
+    return failure;
+  });
+  CAPTURE(size);
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+TEST_CASE("splitShare: nested splits share the root's links; lifetimes are independent", "[split][share]") {
+  braidUniqueId id = NewId();
+  auto results = RunThreads(8, [&](int rank, int n) -> std::string {
+    braidComm_t parent = nullptr, half = nullptr, quarter = nullptr;
+    std::string failure = InitParent(id, rank, n, &parent);
+    if (!failure.empty()) return failure;
+    braidConfig_t share = ChildConfig(1);
+    if (braidCommSplit(parent, rank / 4, rank, &half, &share) != braidSuccess) return Error("split 1", parent);
+    int half_rank = -1;
+    braidCommUserRank(half, &half_rank);
+    if (braidCommSplit(half, half_rank % 2, half_rank, &quarter, &share) != braidSuccess) return Error("split 2", half);
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r) {
+      if (r / 4 == rank / 4 && (r % 4) % 2 == half_rank % 2) members.push_back(r);
+    }
+    // Parent, grandchild, child, in the same order on every rank (they take turns on the links).
+    failure = CheckParent(parent, n);
+    if (failure.empty()) failure = CheckChild(quarter, members, rank);
+    if (failure.empty()) failure = CheckParent(half, 4);
+    // The parent goes away; the shared links stay for the children.
+    if (failure.empty() && braidCommDestroy(parent) != braidSuccess) failure = Error("destroy parent", nullptr);
+    if (failure.empty()) failure = CheckChild(quarter, members, rank);
+    // A child goes away; its own child goes on.
+    if (failure.empty() && braidCommDestroy(half) != braidSuccess) failure = Error("destroy half", nullptr);
+    if (failure.empty()) failure = CheckChild(quarter, members, rank);
+    braidCommDestroy(quarter);
+    return failure;
+  });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+TEST_CASE("splitShare: members of one color that disagree are told so", "[split][share]") {
+  braidUniqueId id = NewId();
+  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
+    braidComm_t parent = nullptr, child = nullptr;
+    std::string failure = InitParent(id, rank, n, &parent);
+    if (!failure.empty()) return failure;
+    // Color 0 = {0, 1} disagrees (rank 0 shares, rank 1 does not); color 1 = {2, 3} agrees.
+    braidConfig_t config = ChildConfig(rank == 0 || rank >= 2 ? 1 : 0);
+    braidResult_t result = braidCommSplit(parent, rank / 2, rank, &child, &config);
+    if (rank < 2) {
+      if (result != braidInvalidUsage) return "disagreeing split returned " + std::to_string(result);
+      std::string message = braidGetLastError(parent);
+      if (message.find("splitShare") == std::string::npos || message.find(rank == 0 ? "rank 1" : "rank 0") == std::string::npos) {
+        return "message does not name splitShare and the other rank: " + message;
+      }
+      return "";
+    }
+    if (result != braidSuccess) return Error("agreeing split", parent);
+    failure = CheckChild(child, {2, 3}, rank);
+    braidCommDestroy(child);
+    braidCommDestroy(parent);
+    return failure;
+  });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+TEST_CASE("splitShare: a child over the parent's ring neighbours opens no transport resources", "[split][share][processes]") {
+  // One process per rank, so /proc/self/fd counts one rank's descriptors. The parent's ring links
+  // exist after its first allreduce. A sharing child over the same ranks in the same order then
+  // adds exactly one descriptor per rank: the store connection its hang-diagnosis thread parks in.
+  // A child with its own transports adds listeners, io threads' descriptors and links.
+  const char* transports = GENERATE("shm", "tcp");
+  braidUniqueId id = NewId();
+  auto results = RunProcesses(4, [&](int rank, int n) -> std::string {
+    braidComm_t parent = nullptr, shared = nullptr, own = nullptr;
+    std::string failure = InitParent(id, rank, n, &parent, transports);
+    if (!failure.empty()) return failure;
+    if (!(failure = CheckParent(parent, n)).empty()) return failure;
+    const int before = OpenDescriptors();
+    braidConfig_t share = ChildConfig(1), no_share = ChildConfig(0);
+    share.transports = no_share.transports = transports;
+    if (braidCommSplit(parent, 0, rank, &shared, &share) != braidSuccess) return Error("shared split", parent);
+    for (int i = 0; i < 3 && failure.empty(); ++i) failure = CheckParent(shared, n);
+    if (!failure.empty()) return failure;
+    const int shared_added = OpenDescriptors() - before;
+    if (braidCommSplit(parent, 0, rank, &own, &no_share) != braidSuccess) return Error("own split", parent);
+    if (!(failure = CheckParent(own, n)).empty()) return failure;
+    const int own_added = OpenDescriptors() - before - shared_added;
+    braidCommDestroy(own);
+    braidCommDestroy(shared);
+    if (!(failure = CheckParent(parent, n)).empty()) return failure;
+    braidCommDestroy(parent);
+    if (shared_added != 1) return "a sharing child added " + std::to_string(shared_added) + " descriptors, expected 1";
+    if (own_added <= shared_added + 2) {
+      return "a child with its own transports added only " + std::to_string(own_added) + " descriptors";
+    }
+    return "";
+  }, 120000);
+  CAPTURE(transports);
   INFO(Failures(results));
   CHECK(Failures(results).empty());
 }

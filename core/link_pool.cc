@@ -1,0 +1,61 @@
+#include "core/link_pool.h"
+
+#include <string>
+
+#include "core/logging.h"
+#include "transport/fault_injection.h"
+
+namespace braid {
+transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record) {
+  transport::PeerInfo info;
+  info.rank = rank;
+  info.host = record.host;
+  info.boot_id = record.boot_id;
+  return info;
+}
+
+LinkPool::LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
+                   std::vector<std::unique_ptr<transport::Transport>> transports)
+    : rank_(rank), peers_(std::move(peers)), transports_(std::move(transports)) {}
+
+LinkPool::~LinkPool() {
+  std::lock_guard<std::mutex> lock(lane_);
+  for (auto& [peer, link] : links_) {
+    link->Close(Status::Aborted("rank " + std::to_string(rank_) + ": communicator destroyed"));
+  }
+  links_.clear();
+}
+
+Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
+  auto found = links_.find(peer);
+  if (found != links_.end()) return found->second.get();
+  const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
+  const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
+  for (const auto& t : transports_) {
+    const std::string* address = peers_[peer].AddressOf(t->name());
+    if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
+    auto connection = t->Connect(peer, *address, deadline);
+    if (!connection.ok()) {
+      return connection.status().WithContext("rank " + std::to_string(rank_) + ": connecting to rank " +
+                                             std::to_string(peer) + " over " + t->name());
+    }
+    BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
+                            << *address << ")";
+    std::unique_ptr<transport::Connection> link = std::move(connection).value();
+    if (auto decorate = transport::CurrentConnectionDecorator()) {
+      link = decorate(rank_, peer, std::move(link));  // fault tests only
+    }
+    transport::Connection* raw = link.get();
+    links_[peer] = std::move(link);
+    return raw;
+  }
+  return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
+                              std::to_string(peer) + " (host " + peers_[peer].host +
+                              "); check BRAID_TRANSPORTS");
+}
+
+void LinkPool::Abort(const Status& reason) {
+  for (const auto& t : transports_) t->Abort(reason);
+}
+
+}  // namespace braid

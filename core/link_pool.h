@@ -1,0 +1,70 @@
+// LinkPool: one rank's transports and the links they made, owned jointly by a communicator and
+// the children split from it with splitShare (NCCL's ncclConfig_t::splitShare).
+//
+// Why share: every communicator normally owns its transports (a listening socket and a thread per
+// transport) and its links (a socket or a shared-memory segment per peer used). A job that splits
+// many subgroups multiplies those. A child made with splitShare instead reaches its peers through
+// the parent's links, so it adds no listener, no thread and no link for a pair its parent already
+// linked.
+//
+// The price, as in NCCL: a link is one FIFO stream, so the communicators of a pool take turns —
+// each operation holds the pool's lane from start to end — and every rank must issue the
+// operations of communicators that share a pool in the same order (otherwise they wait on each
+// other until the timeout, which then names the ranks). A failure that breaks one of them aborts
+// the pool's transports, so the others fail at their next operation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "rendezvous/peer_exchange.h"
+#include "transport/connection.h"
+#include "transport/transport.h"
+
+namespace braid {
+
+// What a transport needs to know about a rank's record to decide whether it can reach it.
+transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record);
+
+class LinkPool {
+ public:
+  // `rank` is this process's rank among `peers` (the communicator that created the transports).
+  LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
+           std::vector<std::unique_ptr<transport::Transport>> transports);
+  // Closes every link (pending requests fail), then the transports.
+  ~LinkPool();
+  LinkPool(const LinkPool&) = delete;
+  LinkPool& operator=(const LinkPool&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+  const std::vector<rendezvous::PeerRecord>& peers() const { return peers_; }
+  const std::vector<std::unique_ptr<transport::Transport>>& transports() const { return transports_; }
+
+  // Held for the whole of each operation of each communicator on this pool: links are FIFO
+  // streams, so only one operation's messages may be on them at a time.
+  std::mutex& lane() { return lane_; }
+
+  // The link to `peer` (a rank of the pool), made on first use with the first transport in
+  // priority order that can reach it (both ranks of the pair call it). Caller holds lane().
+  Result<transport::Connection*> Get(int peer, Deadline deadline);
+  // Links made so far. Caller holds lane().
+  size_t LinkCount() const { return links_.size(); }
+
+  // Fails every pending request of every link with `reason` and refuses new ones; any thread.
+  void Abort(const Status& reason);
+
+ private:
+  const int rank_;
+  const std::vector<rendezvous::PeerRecord> peers_;
+  // Fixed after construction, so Abort() may walk it from any thread.
+  const std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::mutex lane_;
+  std::map<int, std::unique_ptr<transport::Connection>> links_;  // guarded by lane_
+};
+
+}  // namespace braid
