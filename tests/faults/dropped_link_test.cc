@@ -1,6 +1,7 @@
 // A link that drops mid-run (transport::DroppingConnection, injected through the communicator's
 // connection decorator): every rank must fail within 10 s with braidRemoteError naming a rank of
-// the broken link, for every collective, on TCP and on shared memory.
+// the broken link, for every collective, on TCP and on shared memory; and the rendezvous store
+// loses no key.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
+#include "tests/faults/store_census.h"
 #include "tests/harness/multi_rank.h"
 #include "transport/fault_injection.h"
 
@@ -55,6 +57,20 @@ TEST_CASE("a dropped link fails every rank quickly, naming the link", "[faults][
     if (braidCommInitRankConfig(&comm, size, id, rank, &config) != braidSuccess) {
       return std::string("init: ") + braidGetLastError(nullptr);
     }
+    // What the store holds before the link drops (every rank's census is in before any collective).
+    braid::testing::StoreCensus census;
+    std::string taken = census.Take(id, "rank " + std::to_string(rank));
+    auto store = braid::testing::ConnectToStore(id);
+    if (taken.empty() && !store.ok()) taken = "connecting to the store: " + store.status().message();
+    if (taken.empty()) {
+      braid::Status arrived =
+          store.value()->Barrier("faults/before-fault", size, braid::Deadline::AfterMs(30000));
+      if (!arrived.ok()) taken = "store barrier: " + arrived.message();
+    }
+    if (!taken.empty()) {
+      braidCommDestroy(comm);
+      return taken;
+    }
     std::vector<float> send(kCount, 1.0f), recv(kCount, 0.0f);
     auto start = std::chrono::steady_clock::now();
     braidResult_t rc = braidSuccess;
@@ -67,9 +83,12 @@ TEST_CASE("a dropped link fails every rank quickly, naming the link", "[faults][
     if (message.find("rank 0") == std::string::npos && message.find("rank 1") == std::string::npos) {
       return "the error names neither end of the dropped link: " + message;
     }
-    return "";
+    return census.CheckNoneLost();
   });
   braid::transport::SetConnectionDecoratorForTesting(nullptr);
   INFO(braid::testing::Failures(results));
   CHECK(braid::testing::Failures(results).empty());
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(braid::testing::CheckMarker(id, "rank " + std::to_string(rank)) == "");
+  }
 }

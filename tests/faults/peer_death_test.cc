@@ -1,7 +1,7 @@
 // kill -9 of one rank in the middle of a collective: every surviving rank must return
 // braidRemoteError naming the dead rank within 10 s (the lost link is detected, not waited out),
 // on every transport, for every collective; later calls on that communicator fail at once, and
-// braidCommGetAsyncError reports the failure.
+// braidCommGetAsyncError reports the failure; and the rendezvous store loses no key.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
+#include "tests/faults/store_census.h"
 #include "tests/harness/multi_rank.h"
 
 namespace {
@@ -45,6 +46,17 @@ std::string Survive(const braidUniqueId& id, int rank, const char* collective, c
     return std::string("init: ") + braidGetLastError(nullptr);
   }
   std::vector<float> send(kCount, 1.0f), recv(kCount, 0.0f);
+  // What the store holds before the death (survivors), recorded before the dead rank arms its kill.
+  braid::testing::StoreCensus census;
+  if (rank != kDead) {
+    std::string taken = census.Take(id, "rank " + std::to_string(rank));
+    if (!taken.empty()) return taken;
+  }
+  auto store = braid::testing::ConnectToStore(id);
+  if (!store.ok()) return "connecting to the store: " + store.status().message();
+  braid::Status arrived =
+      store.value()->Barrier("faults/before-fault", kRanks, braid::Deadline::AfterMs(30000));
+  if (!arrived.ok()) return "store barrier: " + arrived.message();
   if (rank == kDead) {
     // Die while the collective is running: a timer thread sends SIGKILL to this process.
     std::thread([] {
@@ -76,6 +88,8 @@ std::string Survive(const braidUniqueId& id, int rank, const char* collective, c
     if (async != braidRemoteError) failure = "braidCommGetAsyncError says " + std::to_string(async);
   }
   braidCommDestroy(comm);
+  std::string lost = census.CheckNoneLost();
+  if (!lost.empty()) failure += (failure.empty() ? "" : "; ") + lost;
   return failure;
 }
 
@@ -95,5 +109,7 @@ TEST_CASE("a rank killed mid-collective is named by every survivor within 10 s",
     if (rank == kDead) continue;
     INFO("rank " << rank << ": " << results[rank]);
     CHECK(results[rank].empty());
+    // The store, hosted by this process, still holds what the survivor wrote before the death.
+    CHECK(braid::testing::CheckMarker(id, "rank " + std::to_string(rank)) == "");
   }
 }
