@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "transport/auth_handshake.h"
 #include "transport/link_stash.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/segment.h"
@@ -40,6 +42,53 @@ constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
 // Backoff between dials while nobody listens at the peer's address yet.
 constexpr int kFirstRetryMs = 1;
 constexpr int kMaxRetryMs = 50;
+// A published address exists from the peer's transport's creation to its end, so an address
+// nobody has listened on for this long means the peer is gone (exited or killed), not late:
+// Connect fails naming it instead of waiting for the deadline.
+constexpr int64_t kGoneAfterRefusedMs = 1000;
+// While the accepting side waits for the peer's dial, it probes the peer's socket this often.
+constexpr int64_t kProbeEveryMs = 500;
+
+// "rank R: rank P is gone: <why>": the peer's process exited or was killed.
+Status PeerGone(int rank, int peer, const std::string& why) {
+  return Status::RemoteError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
+                             " is gone: " + why);
+}
+
+// Whether `address` has the shape of a shm address (what LocalAddress() publishes).
+bool ValidAddress(const std::string& address) {
+  return address.compare(0, sizeof(kAddressPrefix) - 1, kAddressPrefix) == 0 &&
+         address.size() <= 100;
+}
+
+// Whether nobody listens at the peer's `address` any more; "" when somebody does (or it cannot
+// be told, or the address is unusable), else what says it is gone. A peer that just died may
+// still be closing its sockets, so a live answer is asked again `tries` times, 100 ms apart.
+std::string GoneListener(const std::string& address, int tries) {
+  if (!ValidAddress(address)) return "";
+  for (int i = 0; i < tries; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::string detail;
+    if (ProbeAbstract(address, &detail) == Listening::kNobody) {
+      return "nobody listens at @" + address + " any more (" + detail +
+             "; its process exited or was killed)";
+    }
+  }
+  return "";
+}
+
+// What is wrong with the size of a received frame of `n` bytes, or "". A braid frame of another
+// size is named by its version, which every version keeps at the same place.
+std::string CheckSize(const HandshakeFrame& frame, ssize_t n, bool truncated) {
+  if (static_cast<size_t>(n) == sizeof(frame) && !truncated) return "";
+  if (static_cast<size_t>(n) >= kHandshakePrefixBytes && frame.magic == kHandshakeMagic &&
+      frame.version != kWireVersion) {
+    return "peer speaks shm wire version " + std::to_string(frame.version) +
+           ", this build speaks " + std::to_string(kWireVersion);
+  }
+  return "a frame of " + std::to_string(n) + " bytes (a handshake frame has " +
+         std::to_string(sizeof(frame)) + ")";
+}
 
 std::string Hex(uint64_t value) {
   std::ostringstream out;
@@ -116,6 +165,8 @@ struct PendingHandshake {
   int64_t deadline_ns = 0;
   bool hello_done = false;  // accept sent, waiting for the confirm
   int sender = -1;
+  std::string client_nonce;  // the dialer's, from its hello
+  std::string server_nonce;  // ours, sent in the accept
   Link link;
 };
 
@@ -258,6 +309,15 @@ struct ShmTransport::State {
     hs.fd = -1;
   }
 
+  // Drops, without a warning, a connection that closed before sending anything: that is a peer's
+  // liveness probe (ProbeAbstract), not a handshake that failed.
+  void DropProbe(PendingHandshake& hs) {
+    BRAID_LOG(kTrace, rank) << Where("a connection on @" + address +
+                                     " closed before sending anything (a liveness probe?)");
+    ::close(hs.fd);
+    hs.fd = -1;
+  }
+
   // True once `hs` is settled (refused, or stashed for Connect).
   bool OnHandshakeReadable(PendingHandshake& hs) {
     HandshakeFrame frame;
@@ -267,16 +327,17 @@ struct ShmTransport::State {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
     if (n <= 0) {
       if (passed >= 0) ::close(passed);
-      Refuse(hs, n == 0 ? "closed before completing the handshake" : std::strerror(errno), false);
+      if (!hs.hello_done && (n == 0 || errno == ECONNRESET)) {
+        DropProbe(hs);
+      } else {
+        Refuse(hs, n == 0 ? "closed before completing the handshake" : std::strerror(errno),
+               false);
+      }
       return true;
     }
     const bool speaks_braid =
         static_cast<size_t>(n) >= sizeof(uint32_t) && frame.magic == kHandshakeMagic;
-    std::string why;
-    if (static_cast<size_t>(n) != sizeof(frame) || truncated) {
-      why = "a frame of " + std::to_string(n) + " bytes (a handshake frame has " +
-            std::to_string(sizeof(frame)) + ")";
-    }
+    std::string why = CheckSize(frame, n, truncated);
     if (!hs.hello_done) {
       if (why.empty())
         why = CheckFrame(frame, FrameKind::kHello, context.comm_id, rank, context.size, -1);
@@ -305,7 +366,15 @@ struct ShmTransport::State {
         Refuse(hs, segment.status().message(), true);
         return true;
       }
+      HandshakeFrame answer;
+      Result<std::string> nonce = auth::NewNonce(answer.nonce);
+      if (!nonce.ok()) {
+        Refuse(hs, nonce.status().message(), true);
+        return true;
+      }
       hs.sender = frame.sender_rank;
+      hs.client_nonce = auth::FieldBytes(frame.nonce);
+      hs.server_nonce = std::move(nonce).value();
       hs.link.segment = std::move(segment).value();
       hs.link.peer_pid = PeerPid(hs.fd);
       hs.link.same_process =
@@ -320,7 +389,6 @@ struct ShmTransport::State {
           NoteNoCrossMemory(rank, hs.sender, probe_error, CopyOnceMatters());
         }
       }
-      HandshakeFrame answer;
       answer.kind = static_cast<uint16_t>(FrameKind::kAccept);
       answer.comm_id = context.comm_id;
       answer.sender_rank = rank;
@@ -328,6 +396,9 @@ struct ShmTransport::State {
       answer.process_token = ProcessToken();
       answer.probe_address = ProbeAddress();
       answer.flags = hs.link.we_read_peer ? kCanReadYou : 0;
+      auth::WriteProof(answer.proof, context.secret, crypto::ProofRole::kServer,
+                       AuthContext(context.comm_id, hs.sender, rank), hs.client_nonce,
+                       hs.server_nonce);
       if (!SendFrame(hs.fd, &answer, sizeof(answer))) {
         Refuse(hs, std::string("could not answer the hello: ") + std::strerror(errno), false);
         return true;
@@ -344,6 +415,34 @@ struct ShmTransport::State {
     }
     if (!why.empty()) {
       Refuse(hs, why, speaks_braid);
+      return true;
+    }
+    if (!auth::ProofMatches(frame.proof, context.secret, crypto::ProofRole::kClient,
+                            AuthContext(context.comm_id, hs.sender, rank), hs.client_nonce,
+                            hs.server_nonce)) {
+      // Told (kRefuse) before the close, so that its Connect can say "different secrets".
+      Refuse(hs,
+             "wrong secret: the peer claiming to be rank " + std::to_string(hs.sender) +
+                 " does not prove it holds this communicator's secret (a stranger, or ranks "
+                 "given different secrets)",
+             true);
+      return true;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!aborted.ok()) why = "this transport was aborted";
+    }
+    if (!why.empty()) {
+      Refuse(hs, why, true);
+      return true;
+    }
+    HandshakeFrame welcome;
+    welcome.kind = static_cast<uint16_t>(FrameKind::kWelcome);
+    welcome.comm_id = context.comm_id;
+    welcome.sender_rank = rank;
+    welcome.receiver_rank = hs.sender;
+    if (!SendFrame(hs.fd, &welcome, sizeof(welcome))) {
+      Refuse(hs, std::string("could not welcome the peer: ") + std::strerror(errno), false);
       return true;
     }
     hs.link.peer_reads_us = options.cross_memory && (frame.flags & kCanReadYou) != 0;
@@ -443,25 +542,109 @@ struct ShmTransport::State {
     return ::poll(&pfd, 1, ms) <= 0;
   }
 
+  // The accepting side: waits for the peer's handshaken link, probing the peer's socket every
+  // kProbeEveryMs meanwhile so that a peer that died before (or while) dialing is named within a
+  // second instead of at the deadline. No probes when `peer_address` is not a shm address.
+  Result<Link> AwaitDialer(int peer, const std::string& peer_address, Deadline deadline) {
+    const int64_t budget_ms = deadline.RemainingMs();
+    const std::string where = "listening on @" + address;
+    const bool probe = ValidAddress(peer_address);
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      Result<Link> link =
+          ClaimStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer,
+                           probe ? deadline.Min(kProbeEveryMs) : deadline, "shm connection", where);
+      if (link.ok() || link.status().code() != Code::kTimeout) return link;
+      if (deadline.Expired()) {
+        return Status::Timeout("rank " + std::to_string(rank) + ": no shm connection from rank " +
+                               std::to_string(peer) + " within " + std::to_string(budget_ms) +
+                               " ms (" + where + ")");
+      }
+      lock.unlock();
+      std::string gone = GoneListener(peer_address, 1);
+      lock.lock();
+      if (!gone.empty() && stash.count(peer) == 0 && aborted.ok()) {
+        BRAID_LOG(kInfo, rank) << "rank " << peer << " is gone while this rank waited for its "
+                               << "shm connection: " << gone;
+        return PeerGone(rank, peer, gone);
+      }
+    }
+  }
+
+  // Waits for the acceptor's next frame on `fd`. `*hung_up` says the socket closed (a refusal
+  // without answer, or the acceptor died) so that the caller can tell which.
+  Result<HandshakeFrame> AwaitFrame(int fd, const std::string& who, Deadline deadline,
+                                    int64_t budget_ms, bool* hung_up) {
+    HandshakeFrame frame;
+    auto refused = [&](const std::string& why) {
+      return Status::RemoteError(who + " refused the shm handshake: " + why +
+                                 " (wrong address, communicator or build? see its log)");
+    };
+    for (;;) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
+      int64_t left = deadline.RemainingMs();
+      int ready = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (fds[1].revents != 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        return aborted;
+      }
+      if (ready == 0 || (ready < 0 && deadline.Expired())) {
+        return Status::Timeout(who + " did not answer the shm handshake within " +
+                               std::to_string(budget_ms) + " ms");
+      }
+      if (ready < 0) continue;
+      int passed = -1;
+      bool truncated = false;
+      ssize_t n = RecvFrame(fd, &frame, sizeof(frame), &passed, &truncated);
+      if (passed >= 0) ::close(passed);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        *hung_up = true;
+        return refused(n == 0 ? "it closed the connection" : std::strerror(errno));
+      }
+      std::string why = CheckSize(frame, n, truncated);
+      if (!why.empty()) return refused(why);
+      if (frame.magic == kHandshakeMagic && frame.version == kWireVersion &&
+          frame.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
+        frame.reason[sizeof(frame.reason) - 1] = '\0';
+      }
+      return frame;
+    }
+  }
+
   Result<std::unique_ptr<Connection>> Dial(int peer, const std::string& peer_address,
                                            Deadline deadline) {
     const int64_t budget_ms = deadline.RemainingMs();
-    auto who = [&] {
-      return "rank " + std::to_string(rank) + ": rank " + std::to_string(peer) + " at @" +
-             peer_address;
-    };
+    const std::string who = "rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
+                            " at @" + peer_address;
     auto aborted_status = [&] {
       std::lock_guard<std::mutex> lock(mutex);
       return aborted;
     };
-    // Connect, retrying while nobody listens there yet.
+    // Connect, retrying while nobody listens there yet -- but not for long: the address was
+    // published by a listening transport, so one that stays refused is a peer that is gone.
     int fd = -1;
     std::string last_error = "none";
+    bool refused = false;
+    auto refused_since = std::chrono::steady_clock::now();
     for (int retry_ms = kFirstRetryMs;;) {
       if (Status s = aborted_status(); !s.ok()) return s;
       fd = ConnectAbstract(peer_address);
       if (fd >= 0) break;
-      last_error = std::strerror(errno);
+      const int error = errno;
+      last_error = std::strerror(error);
+      const auto now = std::chrono::steady_clock::now();
+      if (error != ECONNREFUSED) {
+        refused = false;
+      } else if (!refused) {
+        refused = true;
+        refused_since = now;
+      } else if (now - refused_since >= std::chrono::milliseconds(kGoneAfterRefusedMs)) {
+        return PeerGone(rank, peer,
+                        "nobody has listened at @" + peer_address + " for " +
+                            std::to_string(kGoneAfterRefusedMs) +
+                            " ms (its process exited or was killed)");
+      }
       if (deadline.Expired()) {
         return Status::Timeout("rank " + std::to_string(rank) + ": could not connect to rank " +
                                std::to_string(peer) + " at @" + peer_address + " within " +
@@ -473,9 +656,21 @@ struct ShmTransport::State {
       }
       retry_ms = std::min(retry_ms * 2, kMaxRetryMs);
     }
+    bool hung_up = false;
+    // Every failure from here on closes the socket; one where the acceptor's socket closed on us
+    // asks whether its listener is still there, to tell a refusal from a death.
     auto fail = [&](Status status) {
       ::close(fd);
+      if (hung_up && status.code() == Code::kRemoteError) {
+        std::string gone = GoneListener(peer_address, 3);
+        if (!gone.empty()) return PeerGone(rank, peer, gone);
+      }
       return status;
+    };
+    auto auth_failed = [&](const std::string& why) {
+      BRAID_LOG(kWarn, rank) << "shm handshake with rank " << peer << " at @" << peer_address
+                             << " failed: " << why;
+      return fail(Status::RemoteError(who + ": shm handshake failed: " + why));
     };
     int memfd = -1;
     Result<Segment> segment =
@@ -484,6 +679,11 @@ struct ShmTransport::State {
       return fail(
           segment.status().WithContext(Where("connecting to rank " + std::to_string(peer))));
     HandshakeFrame hello;
+    Result<std::string> client_nonce = auth::NewNonce(hello.nonce);
+    if (!client_nonce.ok()) {
+      ::close(memfd);
+      return fail(client_nonce.status());
+    }
     hello.kind = static_cast<uint16_t>(FrameKind::kHello);
     hello.comm_id = context.comm_id;
     hello.sender_rank = rank;
@@ -496,55 +696,44 @@ struct ShmTransport::State {
     int send_errno = errno;
     ::close(memfd);  // the peer holds its own reference once the hello is received
     if (!sent) {
+      hung_up = send_errno == EPIPE || send_errno == ECONNRESET;
       return fail(
-          Status::RemoteError(who() + " dropped the shm handshake: " + std::strerror(send_errno)));
+          Status::RemoteError(who + " dropped the shm handshake: " + std::strerror(send_errno)));
     }
-    // Wait for the answer.
-    HandshakeFrame answer;
-    for (;;) {
-      pollfd fds[2] = {{fd, POLLIN, 0}, {abort_fd, POLLIN, 0}};
-      int64_t left = deadline.RemainingMs();
-      int ready = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-      if (fds[1].revents != 0) return fail(aborted_status());
-      if (ready == 0 || (ready < 0 && deadline.Expired())) {
-        return fail(Status::Timeout(who() + " did not answer the shm handshake within " +
-                                    std::to_string(budget_ms) + " ms"));
-      }
-      if (ready < 0) continue;
-      int passed = -1;
-      bool truncated = false;
-      ssize_t n = RecvFrame(fd, &answer, sizeof(answer), &passed, &truncated);
-      if (passed >= 0) ::close(passed);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      auto refused = [&](const std::string& why) {
-        return fail(Status::RemoteError(who() + " refused the shm handshake: " + why +
-                                        " (wrong address, communicator or build? see its log)"));
-      };
-      if (n <= 0) return refused(n == 0 ? "it closed the connection" : std::strerror(errno));
-      if (static_cast<size_t>(n) != sizeof(answer) || truncated) {
-        return refused("answer of " + std::to_string(n) + " bytes");
-      }
-      if (answer.magic == kHandshakeMagic && answer.version == kWireVersion &&
-          answer.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
-        answer.reason[sizeof(answer.reason) - 1] = '\0';
-        return refused(answer.reason);
-      }
-      std::string why =
-          CheckFrame(answer, FrameKind::kAccept, context.comm_id, rank, context.size, peer);
-      if (!why.empty()) return refused(why);
-      break;
+    auto refused_by = [&](const HandshakeFrame& frame) {
+      return Status::RemoteError(who + " refused the shm handshake: " + frame.reason);
+    };
+    auto is_refusal = [&](const HandshakeFrame& frame) {
+      return frame.magic == kHandshakeMagic && frame.version == kWireVersion &&
+             frame.kind == static_cast<uint16_t>(FrameKind::kRefuse);
+    };
+    // The accept: the acceptor's challenge and its proof, judged only after ours was.
+    Result<HandshakeFrame> answer = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
+    if (!answer.ok()) return fail(answer.status());
+    if (is_refusal(answer.value())) return fail(refused_by(answer.value()));
+    std::string why =
+        CheckFrame(answer.value(), FrameKind::kAccept, context.comm_id, rank, context.size, peer);
+    if (!why.empty()) {
+      return fail(Status::RemoteError(who + " refused the shm handshake: " + why +
+                                      " (wrong address, communicator or build? see its log)"));
     }
+    const std::string auth_context = AuthContext(context.comm_id, rank, peer);
+    const std::string server_nonce = auth::FieldBytes(answer.value().nonce);
+    const bool acceptor_proved =
+        auth::ProofMatches(answer.value().proof, context.secret, crypto::ProofRole::kServer,
+                           auth_context, client_nonce.value(), server_nonce);
     Link link;
-    link.socket = fd;
     link.segment = std::move(segment).value();
     link.peer_pid = PeerPid(fd);
-    link.same_process = answer.process_token == ProcessToken() && link.peer_pid == ::getpid();
+    link.same_process =
+        answer.value().process_token == ProcessToken() && link.peer_pid == ::getpid();
     if (options.cross_memory) {
       std::string probe_error;
-      link.we_read_peer = link.same_process || ProbeRead(link.peer_pid, answer.probe_address,
-                                                         answer.process_token, &probe_error);
+      link.we_read_peer =
+          link.same_process || ProbeRead(link.peer_pid, answer.value().probe_address,
+                                         answer.value().process_token, &probe_error);
       if (!link.we_read_peer) NoteNoCrossMemory(rank, peer, probe_error, CopyOnceMatters());
-      link.peer_reads_us = (answer.flags & kCanReadYou) != 0;
+      link.peer_reads_us = (answer.value().flags & kCanReadYou) != 0;
     }
     HandshakeFrame confirm;
     confirm.kind = static_cast<uint16_t>(FrameKind::kConfirm);
@@ -554,10 +743,37 @@ struct ShmTransport::State {
     confirm.process_token = ProcessToken();
     confirm.probe_address = ProbeAddress();
     confirm.flags = link.we_read_peer ? kCanReadYou : 0;
+    auth::WriteProof(confirm.proof, context.secret, crypto::ProofRole::kClient, auth_context,
+                     client_nonce.value(), server_nonce);
     if (!SendFrame(fd, &confirm, sizeof(confirm))) {
+      hung_up = errno == EPIPE || errno == ECONNRESET;
       return fail(
-          Status::RemoteError(who() + " dropped the shm handshake: " + std::strerror(errno)));
+          Status::RemoteError(who + " dropped the shm handshake: " + std::strerror(errno)));
     }
+    // The verdict on our proof; the link is up only once it is a welcome.
+    Result<HandshakeFrame> verdict = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
+    if (!verdict.ok()) return fail(verdict.status());
+    if (is_refusal(verdict.value())) {
+      if (!acceptor_proved) {
+        return auth_failed(
+            "the two ranks hold different secrets: it refused this rank's proof of the "
+            "communicator's secret and could not prove its own (a rank of another job on that "
+            "address?)");
+      }
+      return fail(refused_by(verdict.value()));
+    }
+    why = CheckFrame(verdict.value(), FrameKind::kWelcome, context.comm_id, rank, context.size,
+                     peer);
+    if (!why.empty()) {
+      return fail(Status::RemoteError(who + " refused the shm handshake: " + why +
+                                      " (wrong address, communicator or build? see its log)"));
+    }
+    if (!acceptor_proved) {
+      return auth_failed(
+          "it could not prove that it holds this communicator's secret (an impostor, or a rank "
+          "of another job on that address)");
+    }
+    link.socket = fd;
     return MakeConnection(peer, /*side=*/0, std::move(link));
   }
 };
@@ -660,15 +876,11 @@ Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::s
   }
   if (peer < rank) {
     // The peer dials us: wait for the control thread to stash its handshaken link.
-    std::unique_lock<std::mutex> lock(s.mutex);
-    auto link = ClaimStashedLink(lock, s.stash_cv, s.stash, s.claimed, s.aborted, rank, peer,
-                                 deadline, "shm connection", "listening on @" + s.address);
+    auto link = s.AwaitDialer(peer, peer_address, deadline);
     if (!link.ok()) return link.status();
-    lock.unlock();
     return s.MakeConnection(peer, /*side=*/1, std::move(link).value());
   }
-  if (peer_address.compare(0, sizeof(kAddressPrefix) - 1, kAddressPrefix) != 0 ||
-      peer_address.size() > 100) {
+  if (!ValidAddress(peer_address)) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + ": bad shm address '" +
                                    peer_address + "' for rank " + std::to_string(peer) +
                                    " (expected " + kAddressPrefix + "...)");

@@ -12,7 +12,10 @@
 // lower rank dials the higher one, creates the segment (memfd) and passes it in the hello
 // (wire.h). The higher rank's control thread checks the hello -- a stranger, another
 // communicator or another build is refused with a logged reason and the listener keeps going --
-// answers, and keeps the link by sender rank until its own Connect(peer) claims it.
+// and the two prove to each other that they hold the communicator's secret (challenge-response,
+// wire.h; the secret never travels, "" = no authentication on both sides). The higher rank then
+// keeps the link by sender rank until its own Connect(peer) claims it. A connection that closes
+// before sending anything is a peer's liveness probe and is dropped quietly.
 //
 // Control thread (one per transport): accepts and handshakes, watches every link's socket for
 // end of file (the peer closed, exited or was SIGKILLed: the kernel closes its socket either way),
@@ -91,10 +94,14 @@ class ShmTransport : public Transport {
   // Same host: equal, non-empty hostname and boot id.
   bool CanConnect(const PeerInfo& self, const PeerInfo& peer) const override;
   // Blocks until the link with `peer` is up. The lower rank dials `peer_address` (retrying while
-  // nobody listens there) and completes the handshake; the higher rank waits for the peer's
-  // hello and ignores `peer_address`. Errors: kTimeout naming the peer, kAborted after Abort,
-  // kRemoteError when the peer refuses the handshake, kInvalidArgument for a bad address or
-  // rank, kSystemError when the segment cannot be created. Call at most once per peer.
+  // nobody listens there, for up to a second) and completes the handshake; the higher rank waits
+  // for the peer's hello, probing the peer's socket at `peer_address` every half second
+  // meanwhile (none when it is not a shm address). Nobody listening at a published address means
+  // the peer's process is gone. Errors: kTimeout naming the peer, kAborted after Abort,
+  // kRemoteError "rank P is gone: ..." when the peer's process exited or was killed, kRemoteError
+  // when the peer refuses the handshake or the two hold different secrets
+  // (TransportContext::secret), kInvalidArgument for a bad address or rank, kSystemError when
+  // the segment cannot be created. Call at most once per peer.
   Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
                                               Deadline deadline) override;
   // Fails every pending and future request and Connect with kAborted carrying `reason`'s

@@ -52,6 +52,21 @@ int ConnectAbstract(const std::string& name) {
   return fd;
 }
 
+Listening ProbeAbstract(const std::string& name, std::string* detail) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *detail = std::string("socket(AF_UNIX): ") + std::strerror(errno);
+    return Listening::kUnknown;
+  }
+  sockaddr_un address;
+  socklen_t length = AbstractAddress(name, &address);
+  int error = ::connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 ? 0 : errno;
+  ::close(fd);
+  *detail = error == 0 ? "" : std::strerror(error);
+  if (error == 0 || error == EAGAIN) return Listening::kYes;  // EAGAIN: its backlog is full
+  return error == ECONNREFUSED ? Listening::kNobody : Listening::kUnknown;
+}
+
 bool SendFrame(int fd, const void* data, size_t bytes, int pass_fd) {
   iovec iov{const_cast<void*>(data), bytes};
   msghdr msg{};

@@ -18,6 +18,11 @@ Result<int> ListenAbstract(const std::string& name);
 // Connects to abstract name `name` (blocking connect, then non-blocking). Returns the socket or
 // -1 with errno set (ECONNREFUSED when nobody listens there).
 int ConnectAbstract(const std::string& name);
+// Whether anybody listens on abstract name `name`, without blocking: a connection is made and
+// closed at once (the listener sees end of file before any byte). The name of a rank's listener
+// lives exactly as long as its transport, so kNobody means the rank's process is gone.
+enum class Listening { kYes, kNobody, kUnknown };
+Listening ProbeAbstract(const std::string& name, std::string* detail);
 // Sends one frame, with `pass_fd` attached when >= 0. Non-blocking; false with errno on failure.
 bool SendFrame(int fd, const void* data, size_t bytes, int pass_fd = -1);
 // Receives one frame into `data` (up to `capacity` bytes) and at most one passed descriptor

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -15,10 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/hmac_sha256.h"
 #include "core/logging.h"
 #include "core/net_interfaces.h"
+#include "transport/auth_handshake.h"
 #include "transport/link_stash.h"
+#include "transport/tcp/listener_probe.h"
 #include "transport/tcp/tcp_connection.h"
 #include "transport/tcp/wire.h"
 
@@ -31,6 +33,14 @@ constexpr int64_t kHandshakeTimeoutMs = 30 * 1000;
 // Backoff between dials while the peer's listener refuses.
 constexpr int kFirstRetryMs = 10;
 constexpr int kMaxRetryMs = 200;
+// A published address exists from the peer's transport's creation to its end, so a listener that
+// keeps refusing this long means the peer is gone (exited or killed), not late: Connect fails
+// naming it instead of waiting for the deadline.
+constexpr int64_t kGoneAfterRefusedMs = 1000;
+// While the accepting side waits for the peer's dial, it probes the peer's listener this often
+// (listener_probe.h), each probe waiting at most kProbeTimeoutMs for an answer.
+constexpr int64_t kProbeEveryMs = 500;
+constexpr int kProbeTimeoutMs = 500;
 
 using Tcp = asio::ip::tcp;
 
@@ -58,35 +68,38 @@ void TuneSocket(Tcp::socket& socket) {
   socket.set_option(asio::socket_base::keep_alive(true), ignored);
 }
 
-std::string AuthBytes(const uint8_t (&field)[kAuthBytes]) {
-  return std::string(reinterpret_cast<const char*>(field), kAuthBytes);
+// "rank R: rank P is gone: <why>": the peer's process exited or was killed.
+Status PeerGone(int rank, int peer, const std::string& why) {
+  return Status::RemoteError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
+                             " is gone: " + why);
 }
 
-void SetAuthBytes(uint8_t (&field)[kAuthBytes], const crypto::Digest& digest) {
-  static_assert(sizeof(field) == std::tuple_size<crypto::Digest>::value, "proof size");
-  std::memcpy(field, digest.data(), kAuthBytes);
-}
-
-bool ProofMatches(const uint8_t (&field)[kAuthBytes], const crypto::Digest& expected) {
-  return crypto::ConstantTimeEqual(field, expected.data(), kAuthBytes);
+// True for the errors a socket sees when the other side closed it or its process died.
+bool HungUp(const asio::error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe;
 }
 
 // Reads one handshake frame into `*frame`: the prefix every version shares, then, if the prefix
 // is of this version, the rest. A prefix of another magic or version completes `done` at once so
-// that CheckFrame names the problem instead of waiting for bytes the peer will never send. The
-// caller keeps `socket` and `frame` alive (its shared state is captured by `done`).
+// that CheckFrame names the problem instead of waiting for bytes the peer will never send.
+// `done(ec, bytes)` also gets how many bytes arrived, so that a connection closed before its first
+// byte (a liveness probe, listener_probe.h) can be told from a broken handshake. The caller keeps
+// `socket` and `frame` alive (its shared state is captured by `done`).
 template <typename Done>
 void ReadFrame(Tcp::socket& socket, HandshakeFrame* frame, Done done) {
   asio::async_read(
       socket, asio::buffer(frame, kHandshakePrefixBytes),
-      [&socket, frame, done](const asio::error_code& ec, size_t) {
+      [&socket, frame, done](const asio::error_code& ec, size_t prefix_bytes) {
         if (ec || frame->magic != kHandshakeMagic || frame->version != kWireVersion) {
-          return done(ec);
+          return done(ec, prefix_bytes);
         }
         asio::async_read(socket,
                          asio::buffer(reinterpret_cast<uint8_t*>(frame) + kHandshakePrefixBytes,
                                       sizeof(HandshakeFrame) - kHandshakePrefixBytes),
-                         [done](const asio::error_code& rest_ec, size_t) { done(rest_ec); });
+                         [done](const asio::error_code& rest_ec, size_t rest_bytes) {
+                           done(rest_ec, kHandshakePrefixBytes + rest_bytes);
+                         });
       });
 }
 
@@ -155,6 +168,12 @@ struct ConnectAttempt {
   HandshakeFrame answer;     // read
   std::string client_nonce;
   bool listener_proved = false;  // the challenge carried a valid proof of the secret
+  // Since when every dial was refused (kGoneAfterRefusedMs); unset while dials get through.
+  bool refused = false;
+  std::chrono::steady_clock::time_point refused_since;
+  // The listener closed the connection mid-handshake: refused it, or died. Connect probes the
+  // listener to tell which (atomic: set on the io thread, read by Connect after `done`).
+  std::atomic<bool> hung_up{false};
   RequestPtr done = std::make_shared<Request>();
 
   std::mutex mutex;  // guards last_error (written on the io thread, read by Connect)
@@ -235,8 +254,8 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
                            std::to_string(kHandshakeTimeoutMs) + " ms");
     });
     ReadFrame(hs->socket, &hs->hello,
-              [self = shared_from_this(), hs](const asio::error_code& read_ec) {
-                self->OnHello(hs, read_ec);
+              [self = shared_from_this(), hs](const asio::error_code& read_ec, size_t bytes) {
+                self->OnHello(hs, read_ec, bytes);
               });
   }
 
@@ -266,8 +285,20 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   // The hello names a plausible peer: challenge it with a fresh nonce and prove our own secret.
-  void OnHello(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec) {
+  void OnHello(const std::shared_ptr<PendingHandshake>& hs, const asio::error_code& ec,
+               size_t bytes) {
     if (handshakes.count(hs) == 0) return;
+    if (ec && bytes == 0 && HungUp(ec)) {
+      // Closed before its first byte: a peer's liveness probe (listener_probe.h) or a port
+      // check. Nothing was attempted, so nothing is refused or worth a warning.
+      handshakes.erase(hs);
+      BRAID_LOG(kTrace, rank) << "a tcp connection from " << hs->from
+                              << " closed before sending anything (a liveness probe?)";
+      asio::error_code ignored;
+      hs->timer.cancel();
+      hs->socket.close(ignored);
+      return;
+    }
     if (ec) return Refuse(hs, "closed before completing the handshake (" + Describe(ec) + ")");
     std::string why =
         CheckFrame(hs->hello, HandshakeKind::kHello, context.comm_id, rank, context.size, -1);
@@ -276,20 +307,18 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
       if (!aborted.ok()) why = "this transport was aborted";
     }
     if (!why.empty()) return Refuse(hs, why);
-    Result<std::string> nonce = crypto::NewNonce();
+    Result<std::string> nonce = auth::NewNonce(hs->challenge.nonce);
     if (!nonce.ok()) return Refuse(hs, nonce.status().message());
     const int peer = hs->hello.sender_rank;
-    hs->client_nonce = AuthBytes(hs->hello.nonce);
+    hs->client_nonce = auth::FieldBytes(hs->hello.nonce);
     hs->server_nonce = std::move(nonce).value();
     hs->challenge.kind = static_cast<uint16_t>(HandshakeKind::kChallenge);
     hs->challenge.comm_id = context.comm_id;
     hs->challenge.sender_rank = rank;
     hs->challenge.receiver_rank = peer;
-    std::memcpy(hs->challenge.nonce, hs->server_nonce.data(), kAuthBytes);
-    SetAuthBytes(hs->challenge.proof,
-                 crypto::ChallengeProof(context.secret, crypto::ProofRole::kServer,
-                                        AuthContext(context.comm_id, peer, rank),
-                                        hs->client_nonce, hs->server_nonce));
+    auth::WriteProof(hs->challenge.proof, context.secret, crypto::ProofRole::kServer,
+                     AuthContext(context.comm_id, peer, rank), hs->client_nonce,
+                     hs->server_nonce);
     asio::async_write(hs->socket, asio::buffer(&hs->challenge, sizeof(hs->challenge)),
                       [self = shared_from_this(), hs](const asio::error_code& write_ec, size_t) {
                         if (self->handshakes.count(hs) == 0) return;
@@ -298,7 +327,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
                                                       Describe(write_ec) + ")");
                         }
                         ReadFrame(hs->socket, &hs->proof,
-                                  [self, hs](const asio::error_code& read_ec) {
+                                  [self, hs](const asio::error_code& read_ec, size_t) {
                                     self->OnProof(hs, read_ec);
                                   });
                       });
@@ -315,11 +344,9 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     std::string why =
         CheckFrame(hs->proof, HandshakeKind::kProof, context.comm_id, rank, context.size, peer);
     if (!why.empty()) return Refuse(hs, why);
-    crypto::Digest expected =
-        crypto::ChallengeProof(context.secret, crypto::ProofRole::kClient,
-                               AuthContext(context.comm_id, peer, rank), hs->client_nonce,
-                               hs->server_nonce);
-    if (!ProofMatches(hs->proof.proof, expected)) {
+    if (!auth::ProofMatches(hs->proof.proof, context.secret, crypto::ProofRole::kClient,
+                            AuthContext(context.comm_id, peer, rank), hs->client_nonce,
+                            hs->server_nonce)) {
       return RefuseWithAnswer(
           hs, "wrong secret: the peer claiming to be rank " + std::to_string(peer) +
                   " does not prove it holds this communicator's secret (a rank of another job "
@@ -380,7 +407,23 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     if (!success || !a->done->status().ok()) CloseAttempt(a);
   }
 
-  void RetryDial(const std::shared_ptr<ConnectAttempt>& a, const std::string& error) {
+  void RetryDial(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
+    const std::string error = ec.message();
+    if (ec == asio::error::connection_refused) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!a->refused) {
+        a->refused = true;
+        a->refused_since = now;
+      } else if (now - a->refused_since >= std::chrono::milliseconds(kGoneAfterRefusedMs)) {
+        return FinishAttempt(
+            a, PeerGone(rank, a->peer,
+                        "its listener at " + a->address + " has refused connections for " +
+                            std::to_string(kGoneAfterRefusedMs) +
+                            " ms (its process exited or was killed)"));
+      }
+    } else {
+      a->refused = false;  // unreachable or timed out: cannot tell, keep trying
+    }
     a->SetLastError(error);
     asio::error_code ignored;
     a->socket.close(ignored);
@@ -406,26 +449,25 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
       if (a->done->Test()) return self->CloseAttempt(a);
       // Refused or unreachable: the peer may not listen yet, or the network hiccups. Keep
       // trying until Connect's deadline; Connect reports the last error.
-      if (ec) return self->RetryDial(a, ec.message());
+      if (ec) return self->RetryDial(a, ec);
       self->SendHello(a);
     });
   }
 
   void SendHello(const std::shared_ptr<ConnectAttempt>& a) {
-    Result<std::string> nonce = crypto::NewNonce();
+    Result<std::string> nonce = auth::NewNonce(a->hello.nonce);
     if (!nonce.ok()) return FinishAttempt(a, nonce.status());
     a->client_nonce = std::move(nonce).value();
     a->hello.kind = static_cast<uint16_t>(HandshakeKind::kHello);
     a->hello.comm_id = context.comm_id;
     a->hello.sender_rank = rank;
     a->hello.receiver_rank = a->peer;
-    std::memcpy(a->hello.nonce, a->client_nonce.data(), kAuthBytes);
     asio::async_write(
         a->socket, asio::buffer(&a->hello, sizeof(a->hello)),
         [self = shared_from_this(), a](const asio::error_code& ec, size_t) {
           if (a->done->Test()) return self->CloseAttempt(a);
-          if (ec) return self->Refused(a, Describe(ec));
-          ReadFrame(a->socket, &a->challenge, [self, a](const asio::error_code& read_ec) {
+          if (ec) return self->Broken(a, ec);
+          ReadFrame(a->socket, &a->challenge, [self, a](const asio::error_code& read_ec, size_t) {
             self->OnChallenge(a, read_ec);
           });
         });
@@ -435,28 +477,27 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   // it has judged ours, so that with different secrets both sides log the refusal.
   void OnChallenge(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
     if (a->done->Test()) return CloseAttempt(a);
-    if (ec) return Refused(a, Describe(ec));
+    if (ec) return Broken(a, ec);
     std::string why = CheckFrame(a->challenge, HandshakeKind::kChallenge, context.comm_id, rank,
                                  context.size, a->peer);
     if (!why.empty()) return Refused(a, why);
     const std::string auth_context = AuthContext(context.comm_id, rank, a->peer);
-    const std::string server_nonce = AuthBytes(a->challenge.nonce);
-    a->listener_proved = ProofMatches(
-        a->challenge.proof, crypto::ChallengeProof(context.secret, crypto::ProofRole::kServer,
-                                                   auth_context, a->client_nonce, server_nonce));
+    const std::string server_nonce = auth::FieldBytes(a->challenge.nonce);
+    a->listener_proved =
+        auth::ProofMatches(a->challenge.proof, context.secret, crypto::ProofRole::kServer,
+                           auth_context, a->client_nonce, server_nonce);
     a->proof.kind = static_cast<uint16_t>(HandshakeKind::kProof);
     a->proof.comm_id = context.comm_id;
     a->proof.sender_rank = rank;
     a->proof.receiver_rank = a->peer;
-    SetAuthBytes(a->proof.proof,
-                 crypto::ChallengeProof(context.secret, crypto::ProofRole::kClient, auth_context,
-                                        a->client_nonce, server_nonce));
+    auth::WriteProof(a->proof.proof, context.secret, crypto::ProofRole::kClient, auth_context,
+                     a->client_nonce, server_nonce);
     asio::async_write(a->socket, asio::buffer(&a->proof, sizeof(a->proof)),
                       [self = shared_from_this(), a](const asio::error_code& write_ec, size_t) {
                         if (a->done->Test()) return self->CloseAttempt(a);
-                        if (write_ec) return self->Refused(a, Describe(write_ec));
+                        if (write_ec) return self->Broken(a, write_ec);
                         ReadFrame(a->socket, &a->answer,
-                                  [self, a](const asio::error_code& read_ec) {
+                                  [self, a](const asio::error_code& read_ec, size_t) {
                                     self->OnAnswer(a, read_ec);
                                   });
                       });
@@ -478,9 +519,16 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
                                          " (wrong address, communicator or build? see its log)"));
   }
 
+  // The socket failed mid-handshake. A listener that refuses closes it, and so does the kernel
+  // when the peer dies: Connect probes the listener to tell which (a->hung_up).
+  void Broken(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
+    if (HungUp(ec)) a->hung_up = true;
+    Refused(a, Describe(ec));
+  }
+
   void OnAnswer(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
     if (a->done->Test()) return CloseAttempt(a);
-    if (ec) return Refused(a, Describe(ec));
+    if (ec) return Broken(a, ec);
     if (a->answer.kind == static_cast<uint16_t>(HandshakeKind::kRefuse) &&
         CheckFrame(a->answer, HandshakeKind::kRefuse, context.comm_id, rank, context.size,
                    a->peer)
@@ -516,6 +564,53 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   // ---- called from Connect's thread ----
+
+  // Whether the listener at `peer_address` is gone (refuses connections). A peer that just died
+  // may still be closing its sockets, so a live answer is asked again a few times, 100 ms apart,
+  // before it is believed. "" when it is there (or cannot be told), else what was seen.
+  static std::string GoneListener(const std::string& peer_address, int tries) {
+    Result<std::pair<std::string, uint16_t>> target = ParseHostPort(peer_address);
+    if (!target.ok()) return "";
+    for (int i = 0; i < tries; ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ListenerProbe probe =
+          ProbeListener(target.value().first, target.value().second, kProbeTimeoutMs);
+      if (probe.result == ProbeResult::kRefused) {
+        return "its listener at " + peer_address + " refuses connections (" + probe.detail +
+               "; its process exited or was killed)";
+      }
+    }
+    return "";
+  }
+
+  // The accepting side: waits for the peer's handshaken socket, probing the peer's listener every
+  // kProbeEveryMs meanwhile so that a peer that died before (or while) dialing is named within a
+  // second instead of at the deadline. No probes when `peer_address` is not usable.
+  Result<Tcp::socket> AwaitDialer(int peer, const std::string& peer_address, Deadline deadline) {
+    const int64_t budget_ms = deadline.RemainingMs();
+    const std::string where = "listening on " + local_address;
+    const bool probe = ParseHostPort(peer_address).ok();
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      Result<Tcp::socket> socket =
+          ClaimStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer,
+                           probe ? deadline.Min(kProbeEveryMs) : deadline, "connection", where);
+      if (socket.ok() || socket.status().code() != Code::kTimeout) return socket;
+      if (deadline.Expired()) {
+        return Status::Timeout("rank " + std::to_string(rank) + ": no connection from rank " +
+                               std::to_string(peer) + " within " + std::to_string(budget_ms) +
+                               " ms (" + where + ")");
+      }
+      lock.unlock();
+      std::string gone = GoneListener(peer_address, 1);
+      lock.lock();
+      if (!gone.empty() && stash.count(peer) == 0 && aborted.ok()) {
+        BRAID_LOG(kInfo, rank) << "rank " << peer << " is gone while this rank waited for its "
+                               << "tcp connection: " << gone;
+        return PeerGone(rank, peer, gone);
+      }
+    }
+  }
 
   Result<std::unique_ptr<Connection>> MakeConnection(int peer, Tcp::socket socket) {
     Status abort_status;
@@ -648,11 +743,8 @@ Result<std::unique_ptr<Connection>> TcpTransport::Connect(int peer,
 
   if (peer < rank) {
     // The peer dials us: wait for the acceptor to stash its handshaken socket.
-    std::unique_lock<std::mutex> lock(s.mutex);
-    auto socket = ClaimStashedLink(lock, s.stash_cv, s.stash, s.claimed, s.aborted, rank, peer,
-                                   deadline, "connection", "listening on " + s.local_address);
+    auto socket = s.AwaitDialer(peer, peer_address, deadline);
     if (!socket.ok()) return socket.status();
-    lock.unlock();
     return s.MakeConnection(peer, std::move(socket).value());
   }
 
@@ -690,6 +782,11 @@ Result<std::unique_ptr<Connection>> TcpTransport::Connect(int peer,
   if (!status.ok()) {
     // The io thread may still own the socket; it closes it there.
     asio::post(*s.io, [state = state_, attempt] { state->CloseAttempt(attempt); });
+    if (attempt->hung_up && status.code() == Code::kRemoteError) {
+      // Closed mid-handshake: a refusal, or the peer died. A dead peer's listener is gone too.
+      std::string gone = State::GoneListener(peer_address, 3);
+      if (!gone.empty()) return PeerGone(rank, peer, gone);
+    }
     return status;
   }
   return s.MakeConnection(peer, std::move(attempt->socket));

@@ -11,7 +11,8 @@
 // own Connect(peer) claims it. A handshake that fails a check (a port scanner, another job,
 // another communicator, a stale address, a wrong secret, a replayed handshake) closes only that
 // socket, with a warning naming the remote address and the reason: a stranger never takes the
-// rank down.
+// rank down. A connection that closes before its first byte is a peer's liveness probe and is
+// dropped quietly.
 //
 // Lifetime: destroying the transport fails every connection it made (kAborted locally; peers see
 // the link drop), closes the listener and joins the io thread. Connections may be destroyed before
@@ -43,9 +44,12 @@ class TcpTransport : public Transport {
   // TCP reaches every peer.
   bool CanConnect(const PeerInfo& self, const PeerInfo& peer) const override;
   // Blocks until the link with `peer` is up. The lower rank dials `peer_address` (retrying while
-  // the peer's listener refuses) and waits for the peer's answer; the higher rank waits for the
-  // peer's hello and ignores `peer_address`. Errors: kTimeout naming the peer, kAborted after
-  // Abort, kRemoteError when the peer refuses the handshake or the two hold different secrets
+  // the peer's listener refuses, for up to a second) and waits for the peer's answer; the higher
+  // rank waits for the peer's hello, probing the peer's listener at `peer_address` every half
+  // second meanwhile (listener_probe.h; none when the address is unusable). A listener that
+  // refuses means the peer's process is gone. Errors: kTimeout naming the peer, kAborted after
+  // Abort, kRemoteError "rank P is gone: ..." when the peer's process exited or was killed,
+  // kRemoteError when the peer refuses the handshake or the two hold different secrets
   // (TransportContext::secret), kInvalidArgument for a bad address or rank. Call at most once per
   // peer.
   Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,

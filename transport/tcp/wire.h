@@ -11,6 +11,8 @@
 #include <string>
 #include <type_traits>
 
+#include "transport/auth_handshake.h"
+
 namespace braid::transport::tcp {
 
 constexpr uint32_t kHandshakeMagic = 0x48545242;  // "BRTH" in memory on little-endian hosts
@@ -23,7 +25,7 @@ constexpr uint16_t kWireVersion = 2;
 //   L -> D  kChallenge  nonce = L's fresh nonce (cL), proof = ChallengeProof(secret, kServer, ...)
 //   D -> L  kProof      proof = ChallengeProof(secret, kClient, ...)
 //   L -> D  kAccept     (or kRefuse when D's proof is wrong; L then closes)
-// Both proofs cover AuthContext(comm_id, D, L) and both nonces (core/hmac_sha256.h), so the
+// Both proofs cover AuthContext(comm_id, D, L) and both nonces (transport/auth_handshake.h), so the
 // secret never travels, a captured handshake is worthless on another connection (L's nonce is
 // fresh), and neither side's proof can be reflected as the other's. D checks L's proof after its
 // own was judged, so a pair with different secrets is refused and logged on both sides. D counts
@@ -36,7 +38,7 @@ enum class HandshakeKind : uint16_t {
   kRefuse = 5,
 };
 
-constexpr size_t kAuthBytes = 32;
+constexpr size_t kAuthBytes = auth::kAuthBytes;
 
 struct HandshakeFrame {
   uint32_t magic = kHandshakeMagic;
