@@ -113,3 +113,49 @@ TEST_CASE("a rank killed mid-collective is named by every survivor within 10 s",
     CHECK(braid::testing::CheckMarker(id, "rank " + std::to_string(rank)) == "");
   }
 }
+
+// A rank that is already dead when a survivor first needs a link to it. With 4 ranks only ring
+// neighbours are linked at init, so ranks 0 and 2 link on first use (pairwise all-to-all needs
+// every pair): the survivor's Connect must notice the peer is gone (its listener refuses), not
+// wait for the 60 s timeout.
+TEST_CASE("a rank dead before a survivor links to it is named within 10 s", "[faults][kill][lazy]") {
+  const char* transports = GENERATE("tcp", "shm");
+  CAPTURE(transports);
+  constexpr int kFour = 4, kGone = 2;
+  braidUniqueId id;
+  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  auto results = braid::testing::RunProcesses(kFour, [&](int rank, int) -> std::string {
+    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+    config.timeoutMs = 60000;
+    config.transports = transports;
+    braidComm_t comm = nullptr;
+    if (braidCommInitRankConfig(&comm, kFour, id, rank, &config) != braidSuccess) {
+      return std::string("init: ") + braidGetLastError(nullptr);
+    }
+    auto store = braid::testing::ConnectToStore(id);
+    if (!store.ok()) return "connecting to the store: " + store.status().message();
+    braid::Status arrived = store.value()->Barrier("faults/lazy", kFour, braid::Deadline::AfterMs(30000));
+    if (!arrived.ok()) return "store barrier: " + arrived.message();
+    if (rank == kGone) kill(getpid(), SIGKILL);
+    // Let the death happen before anyone needs the missing links.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<float> send(kFour * 1024, 1.0f), recv(kFour * 1024, 0.0f);
+    auto start = std::chrono::steady_clock::now();
+    braidResult_t rc = braidAllToAll(send.data(), recv.data(), 1024, braidFloat32, comm, nullptr);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string message = braidGetLastError(comm);
+    braidCommDestroy(comm);
+    if (rc != braidRemoteError) return "expected braidRemoteError, got " + std::to_string(rc) + ": " + message;
+    if (seconds > 10.0) return "noticed only after " + std::to_string(seconds) + " s: " + message;
+    if (message.find("rank " + std::to_string(kGone)) == std::string::npos) {
+      return "the error does not name rank 2: " + message;
+    }
+    return "";
+  }, 30000);
+  CHECK(results[kGone].find("killed by signal 9") != std::string::npos);
+  for (int rank = 0; rank < kFour; ++rank) {
+    if (rank == kGone) continue;
+    INFO("rank " << rank << ": " << results[rank]);
+    CHECK(results[rank].empty());
+  }
+}
