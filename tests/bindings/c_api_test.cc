@@ -249,23 +249,33 @@ TEST_CASE("ranks that disagree on nranks, or share a rank, are told so", "[capi]
   }
 }
 
-TEST_CASE("braidCommAbort wakes a blocked allreduce", "[capi][abort]") {
+TEST_CASE("braidCommAbort wakes a blocked allreduce within 1 s, on every transport", "[capi][abort]") {
+  const char* transports = GENERATE("tcp", "shm");
+  CAPTURE(transports);
   braidUniqueId id = NewId();
   std::vector<braidComm_t> comms(2, nullptr);
   auto results = braid::testing::RunThreads(2, [&](int rank, int size) -> std::string {
-    return braidCommInitRank(&comms[rank], size, id, rank) == braidSuccess ? "" : braidGetLastError(nullptr);
+    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+    config.transports = transports;
+    return braidCommInitRankConfig(&comms[rank], size, id, rank, &config) == braidSuccess
+               ? ""
+               : braidGetLastError(nullptr);
   });
   REQUIRE(braid::testing::Failures(results).empty());
   // Rank 0 enters an allreduce that rank 1 never joins; another thread aborts it.
   std::vector<float> data(1024, 1.0f);
   std::atomic<braidResult_t> rc{braidSuccess};
+  std::atomic<int64_t> returned_ns{0};
   std::thread blocked([&] {
     rc = braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comms[0], nullptr);
+    returned_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t aborted_ns = std::chrono::steady_clock::now().time_since_epoch().count();
   CHECK(braidCommAbort(comms[0]) == braidSuccess);
   blocked.join();
   CHECK(rc.load() == braidAborted);
+  CHECK((returned_ns.load() - aborted_ns) / 1e9 < 1.0);
   CHECK(Contains(braidGetLastError(comms[0]), "abort"));
   braidResult_t async = braidSuccess;
   CHECK(braidCommGetAsyncError(comms[0], &async) == braidSuccess);
