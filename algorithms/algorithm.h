@@ -20,6 +20,11 @@ struct LinkModel {
   double latency_us = 10.0;     // per message step (alpha)
   double bandwidth_gbps = 1.0;  // per link while every rank sends, GB/s (1/beta)
   double reduce_gbps = 20.0;    // CPU reduction throughput, GB/s of result (1/gamma)
+  // A reduction over one block larger than this (a whole-buffer step of a non-pipelined
+  // algorithm) streams from memory instead of the cache, at memory_reduce_gbps. Pipelined
+  // algorithms reduce chunk by chunk and stay at reduce_gbps.
+  double cache_bytes = 2.0 * 1024 * 1024;
+  double memory_reduce_gbps = 4.5;
 };
 
 // The measured model of `transport` ("shm", "tcp"; any other name gets TCP's, which is also what
@@ -33,6 +38,8 @@ struct LinkModel {
 //            one step (us)   exchange GB/s   one-way GB/s   reduce GB/s (512 KiB / 64 MiB)
 //   shm      0.9 - 9          1.0 - 1.7       1.6 - 3.2      18 - 36 / 4 - 5
 //   tcp      10 - 40          0.6 - 1.1       1.3 - 2.6      20 - 39 / 3 - 8
+// The cache size is the per-core L2 of the development hosts (2 MiB, lscpu); the memory rate is
+// the 64 MiB reduce rate above (both transports reduce with the same CPU loops).
 // The step time swings with the load of the machine (whether a waiting rank keeps its core or
 // sleeps); the values below are the ones that place the measured crossovers right with
 // bench/select_check.py (docs/ALGORITHMS.md, "Selection check"): latency within the measured

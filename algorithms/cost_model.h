@@ -18,8 +18,17 @@ namespace braid::algorithms::cost {
 inline double Transfer(const LinkModel& link, double bytes) {
   return bytes / 1e3 / link.bandwidth_gbps;
 }
-// Microseconds to reduce `bytes` into an accumulator.
+// Microseconds to reduce `bytes` into an accumulator, chunk by chunk (pipelined algorithms:
+// every chunk is reduced while it is still in the cache).
 inline double Reduce(const LinkModel& link, double bytes) { return bytes / 1e3 / link.reduce_gbps; }
+// Microseconds to reduce one whole block of `bytes` in a single step (non-pipelined algorithms:
+// a block larger than the cache streams from memory). Why it matters: without it, recursive
+// halving-doubling always beats the ring on powers of two (fewer steps, the same bytes), while on
+// the development hosts the ring measured 10-25% faster once the first halving step's block no
+// longer fits in L2 (docs/ALGORITHMS.md, "Selection check").
+inline double ReduceBlock(const LinkModel& link, double bytes) {
+  return bytes / 1e3 / (bytes > link.cache_bytes ? link.memory_reduce_gbps : link.reduce_gbps);
+}
 
 // ceil(log2(n)) for n >= 1 (0 for n == 1).
 inline int CeilLog2(int n) {
