@@ -47,7 +47,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   std::shared_ptr<LinkPool> links = std::move(options.shared_links);
   std::vector<int> pool_ranks = std::move(options.pool_ranks);
   std::vector<rendezvous::PeerRecord> peers;
-  if (links != nullptr) {
+  if (shared) {
     // Split with splitShare: the parent already knows how to reach every member.
     for (int pool_rank : pool_ranks) peers.push_back(links->peers()[pool_rank]);
   } else {
