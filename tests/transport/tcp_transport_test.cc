@@ -230,6 +230,169 @@ TEST_CASE("tcp: tag and size mismatches fail the receive and name both sides", "
   CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
 }
 
+// ---- the caller-driven data path (tcp_connection.h) ----
+
+TEST_CASE("tcp: a ring of large messages completes while each rank waits on its receive first",
+          "[tcp]") {
+  // Each rank's send to the right stalls on socket space while it waits on its receive from the
+  // left: only a waiter that drives every connection of its transport keeps the ring moving.
+  constexpr int kSize = 3;
+  Mesh mesh = MakeMesh(kSize, 0x2146);
+  REQUIRE(mesh.error.empty());
+  const size_t bytes = (8 << 20) + 5;
+  std::vector<std::string> errors(kSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    threads.emplace_back([&, r] {
+      const int left = (r + kSize - 1) % kSize;
+      const int right = (r + 1) % kSize;
+      for (int round = 0; round < 3 && errors[r].empty(); ++round) {
+        std::vector<uint8_t> out = Pattern(bytes, r, right);
+        std::vector<uint8_t> in(bytes);
+        RequestPtr recv = mesh.conns[r][left]->PostRecv(in.data(), in.size(), round);
+        RequestPtr send = mesh.conns[r][right]->PostSend(out.data(), out.size(), round);
+        Status st = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+        if (!st.ok()) {
+          errors[r] = "recv: " + st.ToString();
+        } else {
+          errors[r] = CheckPattern(in, left, r);
+        }
+        st = send->Wait(Deadline::AfterMs(kTestTimeoutMs));
+        if (!st.ok() && errors[r].empty()) errors[r] = "send: " + st.ToString();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kSize; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == "");
+  }
+}
+
+TEST_CASE("tcp: requests completed by another thread wake their waiters", "[tcp]") {
+  Mesh mesh = MakeMesh(2, 0x2147);
+  REQUIRE(mesh.error.empty());
+  constexpr int kWaiters = 4;
+  constexpr size_t kBytes = 100000;
+  std::vector<std::vector<uint8_t>> bufs(kWaiters, std::vector<uint8_t>(kBytes));
+  std::vector<RequestPtr> recvs;
+  for (int i = 0; i < kWaiters; ++i) {
+    recvs.push_back(mesh.conns[1][0]->PostRecv(bufs[i].data(), kBytes, i));
+  }
+  // Each waiter waits on its own receive; whichever thread drives completes the others' too.
+  std::vector<Status> results(kWaiters);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] { results[i] = recvs[i]->Wait(Deadline::AfterMs(kTestTimeoutMs)); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all of them asleep in poll()
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<RequestPtr> sends;
+  for (int i = 0; i < kWaiters; ++i) {
+    data.push_back(Pattern(kBytes, 0, i));
+    sends.push_back(mesh.conns[0][1]->PostSend(data.back().data(), kBytes, i));
+  }
+  for (auto& t : waiters) t.join();
+  for (int i = 0; i < kWaiters; ++i) {
+    INFO("waiter " << i);
+    CHECK(results[i].ok());
+    CHECK(CheckPattern(bufs[i], 0, i) == "");
+    CHECK(sends[i]->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  }
+}
+
+TEST_CASE("tcp: Abort wakes every waiter of every connection at once", "[tcp]") {
+  Mesh mesh = MakeMesh(3, 0x2148);
+  REQUIRE(mesh.error.empty());
+  std::vector<uint8_t> a(10), b(10), c(1 << 20);
+  std::vector<uint8_t> big(64 << 20);
+  std::vector<RequestPtr> requests = {
+      mesh.conns[0][1]->PostRecv(a.data(), a.size(), 1),
+      mesh.conns[0][1]->PostRecv(b.data(), b.size(), 2),
+      mesh.conns[0][2]->PostRecv(c.data(), c.size(), 3),
+      // Stalls on socket space: rank 2 never receives it.
+      mesh.conns[0][2]->PostSend(big.data(), big.size(), 4),
+  };
+  std::vector<Status> results(requests.size());
+  std::vector<int64_t> woke_ms(requests.size());
+  std::atomic<int64_t> abort_at{0};
+  auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::vector<std::thread> waiters;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    waiters.emplace_back([&, i] {
+      results[i] = requests[i]->Wait(Deadline::AfterMs(10 * 60 * 1000));
+      woke_ms[i] = now_ms() - abort_at.load();
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  abort_at = now_ms();
+  std::thread aborter([&] { mesh.transports[0]->Abort(Status::Aborted("stop everything")); });
+  aborter.join();
+  for (auto& t : waiters) t.join();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO("request " << i);
+    CHECK(results[i].code() == Code::kAborted);
+    CHECK_THAT(results[i].message(), Catch::Contains("stop everything"));
+    CHECK(woke_ms[i] < 1000);
+  }
+}
+
+TEST_CASE("tcp: a peer that hangs up while this rank waits elsewhere fails later sends to it",
+          "[tcp]") {
+  Mesh mesh = MakeMesh(3, 0x2149);
+  REQUIRE(mesh.error.empty());
+  // Rank 0 waits on rank 2 (nothing posted to rank 1) while rank 1 closes its link.
+  std::vector<uint8_t> buf(16);
+  RequestPtr recv = mesh.conns[0][2]->PostRecv(buf.data(), buf.size(), 1);
+  Status waited;
+  std::thread waiter([&] { waited = recv->Wait(Deadline::AfterMs(kTestTimeoutMs)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  mesh.conns[1][0].reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  RequestPtr late = mesh.conns[0][1]->PostSend(buf.data(), buf.size(), 2);
+  CHECK(late->Test());
+  CHECK(late->status().code() == Code::kRemoteError);
+  CHECK_THAT(late->status().message(), Catch::Contains("connection to rank 1 lost"));
+  std::vector<uint8_t> data = Pattern(16, 2, 0);
+  RequestPtr send = mesh.conns[2][0]->PostSend(data.data(), data.size(), 1);
+  waiter.join();
+  CHECK(waited.ok());
+  CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  // A receive on the dead link fails too (nothing was left to read).
+  RequestPtr dead = mesh.conns[0][1]->PostRecv(buf.data(), buf.size(), 3);
+  CHECK(dead->Wait(Deadline::AfterMs(kTestTimeoutMs)).code() == Code::kRemoteError);
+}
+
+TEST_CASE("tcp: a refused large message is dropped whole, small messages around it arrive",
+          "[tcp]") {
+  Mesh mesh = MakeMesh(2, 0x214A);
+  REQUIRE(mesh.error.empty());
+  Connection& sender = *mesh.conns[0][1];
+  Connection& receiver = *mesh.conns[1][0];
+  std::vector<uint8_t> small1 = Pattern(10, 0, 1);
+  std::vector<uint8_t> large = Pattern((3 << 20) + 1, 0, 1);
+  std::vector<uint8_t> small2 = Pattern(20, 0, 1);
+  std::vector<RequestPtr> sends = {sender.PostSend(small1.data(), small1.size(), 1),
+                                   sender.PostSend(large.data(), large.size(), 2),
+                                   sender.PostSend(small2.data(), small2.size(), 3)};
+  std::vector<uint8_t> got1(10), got_large(large.size()), got2(20);
+  RequestPtr r1 = receiver.PostRecv(got1.data(), got1.size(), 1);
+  RequestPtr r2 = receiver.PostRecv(got_large.data(), got_large.size(), 99);  // wrong tag
+  RequestPtr r3 = receiver.PostRecv(got2.data(), got2.size(), 3);
+  CHECK(r1->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  Status mismatch = r2->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(mismatch.code() == Code::kInternalError);
+  CHECK_THAT(mismatch.message(), Catch::Contains("expected tag 99"));
+  CHECK(r3->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(got1, 0, 1) == "");
+  CHECK(CheckPattern(got2, 0, 1) == "");
+  for (auto& s : sends) CHECK(s->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
 // ---- raw sockets playing strangers ----
 
 int DialRaw(const std::string& address) {

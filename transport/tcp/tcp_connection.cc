@@ -1,9 +1,18 @@
+// The TCP data path (see tcp_connection.h for the protocol and why the waiting thread moves the
+// bytes).
 #include "transport/tcp/tcp_connection.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -12,24 +21,32 @@
 namespace braid::transport::tcp {
 namespace {
 
-// One gather write carries at most this many messages (two iovecs each: asio passes up to 64
-// buffers to one sendmsg) and stops adding messages past kMaxBatchBytes, so that the first
-// sends of a batch do not wait long for the last.
-constexpr size_t kMaxBatchMessages = 32;
-constexpr size_t kMaxBatchBytes = size_t{1} << 20;
-// Payloads of refused messages are read through this buffer and dropped.
-constexpr size_t kDiscardChunk = size_t{256} << 10;
-// Sends up to this size may be written by the posting thread (see DirectSend). Larger ones go
-// to the io thread, so that the poster is not held up copying them into the kernel.
-constexpr size_t kMaxDirectSendBytes = size_t{64} << 10;
+// Small messages are read through this buffer, several per readv (and a refused message's
+// payload is dropped through it).
+constexpr size_t kStagingBytes = size_t{64} << 10;
+// Receives from this size up get their payload read straight into the caller's buffer; below it
+// the copy out of the staging buffer costs less than the extra readv.
+constexpr size_t kDirectRecvBytes = size_t{16} << 10;
+// One gather write carries at most this many iovecs (two per message).
+constexpr int kMaxSendIov = 64;
+// A sleeping waiter wakes at least this often (a safety net; wake-ups come through the eventfd).
+constexpr int64_t kMaxSleepNs = 100'000'000;
+// ...and this often when its thread could not get an eventfd.
+constexpr int64_t kMaxSleepNoWakeFdNs = 10'000'000;
 
-// asio's transfer_all() caps each read/write syscall at 64 KiB; for large payloads that costs
-// a trip through the io loop per 64 KiB. Let the kernel move as much as it can per syscall.
-struct TransferAll {
-  size_t operator()(const asio::error_code& ec, size_t /*done*/) const {
-    return ec ? 0 : size_t{1} << 30;
-  }
-};
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 RequestPtr FailedRequest(const Status& status) {
   auto request = std::make_shared<Request>();
@@ -37,317 +54,633 @@ RequestPtr FailedRequest(const Status& status) {
   return request;
 }
 
-std::string Describe(const asio::error_code& ec) {
-  if (ec == asio::error::eof) return "the peer closed the connection (end of file)";
-  return ec.message();
+// One completed request per thread, returned by posts that finish on the spot: most small
+// messages then cost no allocation. Requests are immutable once complete, so sharing is safe.
+const RequestPtr& DoneRequest() {
+  thread_local const RequestPtr done = FailedRequest(Status::Ok());
+  return done;
 }
+
+// The eventfd a thread sleeping in TcpDriver::Wait is woken through: made at the first sleep of
+// a Wait() and closed when it returns, so that no descriptor outlives the wait (a sleep follows
+// at least the spin and yield phases, which dwarf the two syscalls). -1 if none could be made
+// (the thread then sleeps in short slices).
+class WakeFd {
+ public:
+  WakeFd() = default;
+  ~WakeFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  WakeFd(const WakeFd&) = delete;
+  WakeFd& operator=(const WakeFd&) = delete;
+  int Get() {
+    if (fd_ == -2) fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return fd_;
+  }
+
+ private:
+  int fd_ = -2;  // -2: not made yet
+};
+
+bool WouldBlock(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
 
 }  // namespace
 
-std::shared_ptr<TcpSession> TcpSession::Create(std::shared_ptr<asio::io_context> io,
-                                               asio::ip::tcp::socket socket, int rank, int peer) {
-  return std::shared_ptr<TcpSession>(new TcpSession(std::move(io), std::move(socket), rank, peer));
+// ---- TcpWaitBudget ----
+
+TcpWaitBudget TcpWaitBudget::For(int ranks) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
 }
 
-TcpSession::TcpSession(std::shared_ptr<asio::io_context> io, asio::ip::tcp::socket socket,
-                       int rank, int peer)
-    : io_(std::move(io)),
-      socket_(std::move(socket)),
+// ---- TcpDriver ----
+
+TcpDriver::TcpDriver(int rank, TcpWaitBudget budget)
+    : rank_(rank), budget_(budget), channels_(std::make_shared<const ChannelList>()) {}
+
+std::shared_ptr<const TcpDriver::ChannelList> TcpDriver::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return channels_;
+}
+
+void TcpDriver::Add(const std::shared_ptr<TcpChannel>& channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto list = std::make_shared<ChannelList>(*channels_);
+  list->push_back(channel);
+  channels_ = std::move(list);
+}
+
+void TcpDriver::Remove(const TcpChannel* channel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto list = std::make_shared<ChannelList>();
+  for (const auto& c : *channels_) {
+    if (c.get() != channel) list->push_back(c);
+  }
+  channels_ = std::move(list);
+}
+
+void TcpDriver::FailAll(const Status& reason) {
+  for (const auto& channel : *Snapshot()) channel->Fail(reason);
+  WakeSleepers();
+}
+
+bool TcpDriver::Poll() {
+  bool moved = false;
+  std::shared_ptr<const ChannelList> list = Snapshot();
+  for (const auto& channel : *list) {
+    if (channel->has_recv_work() || channel->has_send_work()) moved |= channel->Drive();
+  }
+  drives_.fetch_add(1, std::memory_order_relaxed);
+  return moved;
+}
+
+void TcpDriver::Progress() { (void)Poll(); }
+
+void TcpDriver::WakeSleepers() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(sleep_mutex_);
+  const uint64_t one = 1;
+  for (int fd : sleeper_fds_) (void)!::write(fd, &one, sizeof(one));
+}
+
+Status TcpDriver::Wait(const Request& request, Deadline deadline) {
+  const bool forever = deadline.when() == Deadline::Clock::time_point::max();
+  int64_t now = NowNs();
+  const int64_t end = forever ? INT64_MAX
+                              : now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          deadline.when() - Deadline::Clock::now())
+                                          .count();
+  // The phases restart whenever data moves, so a long transfer keeps the waiter spinning
+  // instead of sleeping between socket buffers.
+  int64_t phase_start = now;
+  WakeFd wake;
+  for (;;) {
+    const bool moved = Poll();
+    if (request.IsDone()) return request.status();
+    now = NowNs();
+    if (moved) phase_start = now;
+    if (now >= end) {
+      return Status::Timeout("rank " + std::to_string(rank_) +
+                             ": request on a tcp connection did not complete before the deadline");
+    }
+    const int64_t idle = now - phase_start;
+    if (idle < budget_.spin_ns) {
+      CpuRelax();  // phase 1: the peer is probably about to answer
+      continue;
+    }
+    if (idle < budget_.yield_ns) {
+      sched_yield();  // phase 2: let a runnable peer have the core
+      continue;
+    }
+    // Phase 3: announce, re-check, sleep in poll().
+    const int wake_fd = wake.Get();
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      if (wake_fd >= 0) sleeper_fds_.push_back(wake_fd);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const bool moved_now = Poll();
+    if (!moved_now && !request.IsDone()) {
+      Sleep(std::min(end - now, wake_fd >= 0 ? kMaxSleepNs : kMaxSleepNoWakeFdNs), wake_fd);
+    }
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      if (wake_fd >= 0) {
+        sleeper_fds_.erase(std::find(sleeper_fds_.begin(), sleeper_fds_.end(), wake_fd));
+      }
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    now = NowNs();
+    // After a wake-up, yield-poll again before the next sleep.
+    phase_start = moved_now ? now : now - budget_.spin_ns;
+  }
+}
+
+void TcpDriver::Sleep(int64_t timeout_ns, int wake_fd) {
+  std::shared_ptr<const ChannelList> list = Snapshot();
+  std::vector<pollfd> fds;
+  std::vector<TcpChannel*> owners;
+  fds.reserve(list->size() + 1);
+  owners.reserve(list->size() + 1);
+  for (const auto& channel : *list) {
+    if (channel->failed()) continue;
+    const bool recv_work = channel->has_recv_work();
+    short events = 0;
+    if (recv_work) events |= POLLIN;  // also reports end of file and errors
+    if (channel->has_send_work()) events |= POLLOUT;
+    // Without receives posted, a hang-up would go unnoticed: watch for it (once).
+    if (!recv_work && channel->watch_hangup()) events |= POLLRDHUP;
+    if (events == 0) continue;
+    fds.push_back(pollfd{channel->fd(), events, 0});
+    owners.push_back(channel.get());
+  }
+  if (wake_fd >= 0) {
+    fds.push_back(pollfd{wake_fd, POLLIN, 0});
+    owners.push_back(nullptr);
+  }
+  const int timeout_ms = static_cast<int>(std::max<int64_t>(1, (timeout_ns + 999'999) / 1'000'000));
+  const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (wake_fd >= 0) {
+    uint64_t count;
+    (void)!::read(wake_fd, &count, sizeof(count));
+  }
+  if (ready <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (owners[i] != nullptr && (fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 &&
+        !owners[i]->has_recv_work()) {
+      owners[i]->OnIdleHangup();
+    }
+  }
+}
+
+void TcpDriver::SetKick(std::function<void()> kick) {
+  std::lock_guard<std::mutex> lock(kick_mutex_);
+  kick_ = std::move(kick);
+}
+
+void TcpDriver::SendsStalled(int delta) {
+  stalled_.fetch_add(delta, std::memory_order_seq_cst);
+  if (delta <= 0 || checking_.load(std::memory_order_seq_cst) || checking_.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(kick_mutex_);
+  if (kick_) {
+    kick_();
+  } else {
+    checking_.store(false);  // no io thread any more (the transport is gone)
+  }
+}
+
+bool TcpDriver::Backstop() {
+  if (stalled_.load(std::memory_order_seq_cst) == 0) {
+    checking_.store(false, std::memory_order_seq_cst);
+    // A send that stalled meanwhile either saw checking_ set (and did not kick) or sees it
+    // clear and kicks: take the check back in the first case.
+    if (stalled_.load(std::memory_order_seq_cst) == 0 || checking_.exchange(true)) return false;
+  }
+  const uint64_t drives = drives_.load(std::memory_order_relaxed);
+  if (drives != backstop_seen_) {
+    backstop_seen_ = drives;  // somebody drives: leave it to them
+    return true;
+  }
+  (void)Poll();
+  backstop_seen_ = drives_.load(std::memory_order_relaxed);
+  return true;
+}
+
+// ---- TcpChannel ----
+
+std::shared_ptr<TcpChannel> TcpChannel::Create(int fd, int rank, int peer,
+                                               std::shared_ptr<TcpDriver> driver) {
+  return std::shared_ptr<TcpChannel>(new TcpChannel(fd, rank, peer, std::move(driver)));
+}
+
+TcpChannel::TcpChannel(int fd, int rank, int peer, std::shared_ptr<TcpDriver> driver)
+    : fd_(fd),
       rank_(rank),
       peer_(peer),
-      fd_(socket_.native_handle()) {}
+      driver_(std::move(driver)),
+      staging_(new char[kStagingBytes]) {}
 
-void TcpSession::Start() {
-  asio::post(*io_, [self = shared_from_this()] { self->ReadHeader(); });
+TcpChannel::~TcpChannel() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
-std::string TcpSession::LostMessage(const std::string& why) const {
+std::string TcpChannel::LostMessage(const std::string& why) const {
   return "rank " + std::to_string(rank_) + ": connection to rank " + std::to_string(peer_) +
          " lost: " + why;
 }
 
-RequestPtr TcpSession::PostSend(const void* data, size_t bytes, uint64_t tag) {
-  auto request = std::make_shared<Request>();
-  bool direct = false;
-  bool start = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_.ok()) return FailedRequest(failure_);
-    if (!writing_ && bytes <= kMaxDirectSendBytes) {
-      direct = true;  // nothing queued or in flight: this send goes first, from this thread
-    } else {
-      SendOp op{request, MessageHeader{}, data, 0};
-      op.header.tag = tag;
-      op.header.bytes = bytes;
-      send_queue_.push_back(op);
-      start = !writing_;
-    }
-    writing_ = true;
-  }
-  if (direct) return DirectSend(std::move(request), data, bytes, tag);
-  if (start) asio::post(*io_, [self = shared_from_this()] { self->StartWrite(); });
-  return request;
+Status TcpChannel::SocketError(int error, const char* doing) const {
+  const std::string what = error == EPIPE || error == ECONNRESET
+                               ? std::string("the peer reset the connection (") +
+                                     std::strerror(error) + ")"
+                               : std::string(std::strerror(error));
+  return Status::RemoteError(LostMessage(what + " (while " + doing + ")"));
 }
 
-RequestPtr TcpSession::DirectSend(RequestPtr request, const void* data, size_t bytes,
-                                  uint64_t tag) {
-  SendOp op{request, MessageHeader{}, data, 0};
-  op.header.tag = tag;
-  op.header.bytes = bytes;
-  const size_t total = sizeof(op.header) + bytes;
-  ssize_t sent = -1;
-  {
-    std::lock_guard<std::mutex> lock(fd_mutex_);
-    if (fd_open_) {
-      struct iovec iov[2];
-      iov[0].iov_base = &op.header;
-      iov[0].iov_len = sizeof(op.header);
-      iov[1].iov_base = const_cast<void*>(data);
-      iov[1].iov_len = bytes;
-      struct msghdr msg = {};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = bytes > 0 ? 2 : 1;
-      sent = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
+void TcpChannel::FailFromDriving(const Status& status) {
+  if (!failed()) {
+    BRAID_LOG(kInfo, rank_) << status.message();
   }
-  const bool complete = sent == static_cast<ssize_t>(total);
-  bool start = false;
-  Status failure;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    failure = failure_;
-    if (!failure.ok()) {
-      // Failed meanwhile: CloseOnIo has drained or will drain the queue without this send.
-    } else if (complete) {
-      start = !send_queue_.empty();  // others queued behind this send: the io thread goes on
-      writing_ = start;
-    } else {
-      // Socket buffer full, partial write, or an error the io thread's write will report:
-      // the rest goes first on the io thread's chain.
-      op.offset = sent > 0 ? static_cast<size_t>(sent) : 0;
-      send_queue_.push_front(op);
-      start = true;
-    }
-  }
-  if (!failure.ok()) {
-    request->Complete(complete ? Status::Ok() : failure);
-  } else if (complete) {
-    request->Complete(Status::Ok());
-  }
-  if (start) asio::post(*io_, [self = shared_from_this()] { self->StartWrite(); });
-  return request;
-}
-
-RequestPtr TcpSession::PostRecv(void* data, size_t bytes, uint64_t tag) {
-  auto request = std::make_shared<Request>();
-  bool resume = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_.ok()) return FailedRequest(failure_);
-    recv_queue_.push_back(RecvOp{request, data, bytes, tag});
-    resume = read_paused_;
-    read_paused_ = false;
-  }
-  if (resume) asio::post(*io_, [self = shared_from_this()] { self->MatchHeader(); });
-  return request;
-}
-
-void TcpSession::Fail(const Status& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_.ok()) return;
-    failure_ = reason.ok() ? Status::Aborted(LostMessage("closed")) : reason;
-  }
-  // Runs inline when already on the io thread (a socket error), else queued behind the handler
-  // in progress: buffers of in-flight operations are released only after the socket is closed.
-  asio::dispatch(*io_, [self = shared_from_this()] { self->CloseOnIo(); });
-}
-
-void TcpSession::WaitClosed() { (void)closed_->Wait(Deadline::Never()); }
-
-void TcpSession::CloseOnIo() {
-  if (closed_on_io_) return;
-  closed_on_io_ = true;
-  {
-    std::lock_guard<std::mutex> lock(fd_mutex_);  // waits out a direct send in progress
-    fd_open_ = false;
-    asio::error_code ignored;
-    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);  // cancels the operations in flight: asio no longer touches buffers
-  }
-  std::deque<SendOp> sends;
-  std::deque<RecvOp> recvs;
-  Status failure;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sends.swap(send_queue_);
-    recvs.swap(recv_queue_);
-    failure = failure_;
-  }
-  for (SendOp& op : in_flight_) op.request->Complete(failure);
-  in_flight_.clear();
-  if (active_recv_) active_recv_->request->Complete(failure);
-  active_recv_.reset();
-  for (SendOp& op : sends) op.request->Complete(failure);
-  for (RecvOp& op : recvs) op.request->Complete(failure);
-  closed_->Complete(Status::Ok());
-}
-
-void TcpSession::OnSocketError(const asio::error_code& ec, const char* doing) {
-  if (closed_on_io_) return;  // our own close cancelled the operation
-  Status status = Status::RemoteError(LostMessage(Describe(ec) + " (while " + doing + ")"));
-  BRAID_LOG(kInfo, rank_) << status.message();
   Fail(status);
 }
 
 // ---- send side ----
 
-void TcpSession::StartWrite() {
-  if (closed_on_io_) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    size_t batch_bytes = 0;
-    while (!send_queue_.empty() && in_flight_.size() < kMaxBatchMessages &&
-           batch_bytes < kMaxBatchBytes) {
-      batch_bytes += send_queue_.front().header.bytes;
-      in_flight_.push_back(send_queue_.front());
-      send_queue_.pop_front();
-    }
-    if (in_flight_.empty()) {
-      writing_ = false;
-      return;
-    }
+void TcpChannel::UpdateSendStateLocked() {
+  send_work_.store(static_cast<int>(send_queue_.size()), std::memory_order_relaxed);
+  const bool stalled = !send_queue_.empty();
+  if (stalled != send_listed_) {
+    send_listed_ = stalled;
+    driver_->SendsStalled(stalled ? 1 : -1);
   }
-  write_buffers_.clear();
-  for (const SendOp& op : in_flight_) {
-    // Only the first op can have an offset (what a direct send left over).
-    size_t skip = op.offset;
-    if (skip < sizeof(op.header)) {
-      write_buffers_.push_back(
-          asio::buffer(reinterpret_cast<const char*>(&op.header) + skip, sizeof(op.header) - skip));
-      skip = 0;
-    } else {
-      skip -= sizeof(op.header);
-    }
-    if (op.header.bytes > skip) {
-      write_buffers_.push_back(
-          asio::buffer(static_cast<const char*>(op.data) + skip, op.header.bytes - skip));
-    }
-  }
-  asio::async_write(socket_, write_buffers_, TransferAll(),
-                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                      self->OnWritten(ec);
-                    });
 }
 
-void TcpSession::OnWritten(const asio::error_code& ec) {
-  if (closed_on_io_) return;
-  if (ec) return OnSocketError(ec, "sending");
-  for (SendOp& op : in_flight_) op.request->Complete(Status::Ok());
-  in_flight_.clear();
-  StartWrite();
+Status TcpChannel::PushSendsLocked(bool* moved, bool* completed) {
+  if (!send_failure_.ok()) return Status::Ok();
+  Status error;
+  while (!send_queue_.empty()) {
+    iovec iov[kMaxSendIov];
+    int count = 0;
+    size_t want = 0;
+    for (SendOp& op : send_queue_) {
+      if (count + 2 > kMaxSendIov) break;
+      size_t skip = op.offset;
+      if (skip < sizeof(op.header)) {
+        iov[count].iov_base = reinterpret_cast<char*>(&op.header) + skip;
+        iov[count].iov_len = sizeof(op.header) - skip;
+        want += iov[count++].iov_len;
+        skip = 0;
+      } else {
+        skip -= sizeof(op.header);
+      }
+      if (op.header.bytes > skip) {
+        iov[count].iov_base = const_cast<char*>(op.data) + skip;
+        iov[count].iov_len = op.header.bytes - skip;
+        want += iov[count++].iov_len;
+      }
+    }
+    msghdr msg = {};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t sent = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (!WouldBlock(errno)) error = SocketError(errno, "sending");
+      break;
+    }
+    *moved = true;
+    size_t left = static_cast<size_t>(sent);
+    while (left > 0) {
+      SendOp& op = send_queue_.front();
+      const size_t total = sizeof(op.header) + op.header.bytes;
+      const size_t take = std::min(left, total - op.offset);
+      op.offset += take;
+      left -= take;
+      if (op.offset < total) break;
+      op.request->Complete(Status::Ok());
+      *completed = true;
+      send_queue_.pop_front();
+    }
+    if (static_cast<size_t>(sent) < want) break;  // the socket is full
+  }
+  UpdateSendStateLocked();
+  return error;
+}
+
+RequestPtr TcpChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
+  bool moved = false;
+  bool completed = false;
+  Status error;
+  RequestPtr request;
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    if (!send_failure_.ok()) return FailedRequest(send_failure_);
+    SendOp op{nullptr, MessageHeader{}, static_cast<const char*>(data), 0};
+    op.header.tag = tag;
+    op.header.bytes = bytes;
+    if (send_queue_.empty()) {
+      // Nothing ahead of it: straight from the caller's buffer into the kernel.
+      iovec iov[2];
+      iov[0].iov_base = &op.header;
+      iov[0].iov_len = sizeof(op.header);
+      iov[1].iov_base = const_cast<void*>(data);
+      iov[1].iov_len = bytes;
+      msghdr msg = {};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = bytes > 0 ? 2 : 1;
+      ssize_t sent;
+      do {
+        sent = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      } while (sent < 0 && errno == EINTR);
+      if (sent == static_cast<ssize_t>(sizeof(op.header) + bytes)) return DoneRequest();
+      if (sent < 0 && !WouldBlock(errno)) {
+        error = SocketError(errno, "sending");
+      } else {
+        op.offset = sent > 0 ? static_cast<size_t>(sent) : 0;
+      }
+    }
+    if (error.ok()) {
+      op.request = std::make_shared<Request>(driver_);
+      request = op.request;
+      const bool behind = !send_queue_.empty();
+      send_queue_.push_back(std::move(op));
+      // Sends queued behind others: push what the kernel takes now, so a poster that never
+      // waits still keeps the link busy.
+      if (behind) {
+        error = PushSendsLocked(&moved, &completed);
+      } else {
+        UpdateSendStateLocked();
+      }
+    }
+  }
+  if (!error.ok()) {
+    FailFromDriving(error);
+    return request != nullptr ? request : FailedRequest(error);
+  }
+  if (completed) driver_->WakeSleepers();
+  return request;
 }
 
 // ---- receive side ----
 
-void TcpSession::ReadHeader() {
-  if (closed_on_io_) return;
-  asio::async_read(socket_, asio::buffer(&read_header_, sizeof(read_header_)),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     self->OnHeader(ec);
-                   });
+void TcpChannel::CompleteRecvLocked(RecvOp& op, Status status) {
+  op.request->Complete(std::move(status));
+  recv_work_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void TcpSession::OnHeader(const asio::error_code& ec) {
-  if (closed_on_io_) return;
-  if (ec) return OnSocketError(ec, "receiving a message header");
-  if (read_header_.magic != kMessageMagic) {
-    Status status = Status::RemoteError(
-        LostMessage("received a message header with a bad magic (stream out of step)"));
-    BRAID_LOG(kWarn, rank_) << status.message();
-    return Fail(status);
-  }
-  MatchHeader();
-}
-
-void TcpSession::MatchHeader() {
-  if (closed_on_io_) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (recv_queue_.empty()) {
-      // Stop reading until PostRecv posts a buffer; the payload waits in the kernel.
-      read_paused_ = true;
-      return;
+Status TcpChannel::ProgressRecvLocked(bool* moved, bool* completed) {
+  if (!recv_failure_.ok()) return Status::Ok();
+  char* const staging = staging_.get();
+  bool drained = false;  // the last read came back short: the socket has nothing more now
+  for (;;) {
+    // 1. Hand out what is staged.
+    for (;;) {
+      const size_t staged = staged_end_ - staged_begin_;
+      if (discard_left_ > 0) {
+        if (staged == 0) break;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(staged, discard_left_));
+        staged_begin_ += n;
+        discard_left_ -= n;
+        continue;
+      }
+      if (active_.request) {
+        if (staged == 0) break;
+        const size_t n = std::min(staged, active_.bytes - active_got_);
+        std::memcpy(active_.data + active_got_, staging + staged_begin_, n);
+        staged_begin_ += n;
+        active_got_ += n;
+        if (active_got_ == active_.bytes) {
+          CompleteRecvLocked(active_, Status::Ok());
+          active_ = RecvOp{};
+          *completed = true;
+        }
+        continue;
+      }
+      if (recv_queue_.empty() || staged < sizeof(MessageHeader)) break;
+      MessageHeader header;
+      std::memcpy(&header, staging + staged_begin_, sizeof(header));
+      if (header.magic != kMessageMagic) {
+        return Status::RemoteError(
+            LostMessage("received a message header with a bad magic (stream out of step)"));
+      }
+      staged_begin_ += sizeof(header);
+      RecvOp op = std::move(recv_queue_.front());
+      recv_queue_.pop_front();
+      *completed = true;
+      if (op.tag != header.tag || op.bytes != header.bytes) {
+        Status status = Status::Internal(
+            "rank " + std::to_string(rank_) + ": receive from rank " + std::to_string(peer_) +
+            " expected tag " + std::to_string(op.tag) + " and " + std::to_string(op.bytes) +
+            " bytes, but the next message has tag " + std::to_string(header.tag) + " and " +
+            std::to_string(header.bytes) + " bytes");
+        BRAID_LOG(kWarn, rank_) << status.message();
+        CompleteRecvLocked(op, std::move(status));
+        // Drop that message's payload so the stream stays framed for the receives that follow.
+        discard_left_ = header.bytes;
+        continue;
+      }
+      if (op.bytes == 0) {
+        CompleteRecvLocked(op, Status::Ok());
+        continue;
+      }
+      active_ = std::move(op);
+      active_got_ = 0;
     }
-    active_recv_ = recv_queue_.front();
-    recv_queue_.pop_front();
+    if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+    if ((!active_.request && recv_queue_.empty()) || drained) return Status::Ok();
+
+    // 2. Read more. What is staged now is less than a header: move it to the front.
+    const size_t staged = staged_end_ - staged_begin_;
+    if (staged_begin_ > 0) {
+      std::memmove(staging, staging + staged_begin_, staged);
+      staged_begin_ = 0;
+      staged_end_ = staged;
+    }
+    iovec iov[2];
+    int count = 0;
+    size_t direct = 0;
+    const RecvOp* next = nullptr;  // the receive the bytes after the direct ones are for
+    if (active_.request) {
+      direct = active_.bytes - active_got_;
+      iov[count].iov_base = active_.data + active_got_;
+      iov[count++].iov_len = direct;
+      if (!recv_queue_.empty()) next = &recv_queue_.front();
+    } else if (discard_left_ == 0) {
+      next = &recv_queue_.front();
+    }
+    size_t tail = kStagingBytes - staged_end_;
+    if (discard_left_ == 0 && (next == nullptr || next->bytes >= kDirectRecvBytes)) {
+      // Only the next header: a large payload goes straight into its buffer.
+      tail = std::min(tail, sizeof(MessageHeader) - std::min(staged, sizeof(MessageHeader)));
+    }
+    if (tail > 0) {
+      iov[count].iov_base = staging + staged_end_;
+      iov[count++].iov_len = tail;
+    }
+    const ssize_t got = ::readv(fd_, iov, count);
+    if (got == 0) {
+      return Status::RemoteError(LostMessage(
+          "the peer closed the connection (end of file) (while receiving a message)"));
+    }
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (WouldBlock(errno)) return Status::Ok();
+      return SocketError(errno, "receiving a message");
+    }
+    *moved = true;
+    size_t left = static_cast<size_t>(got);
+    if (direct > 0) {
+      const size_t take = std::min(left, direct);
+      active_got_ += take;
+      left -= take;
+      if (active_got_ == active_.bytes) {
+        CompleteRecvLocked(active_, Status::Ok());
+        active_ = RecvOp{};
+        *completed = true;
+      }
+    }
+    staged_end_ += left;
+    if (static_cast<size_t>(got) < direct + tail) drained = true;
   }
-  const RecvOp& recv = *active_recv_;
-  if (recv.tag != read_header_.tag || recv.bytes != read_header_.bytes) {
-    Status status = Status::Internal(
-        "rank " + std::to_string(rank_) + ": receive from rank " + std::to_string(peer_) +
-        " expected tag " + std::to_string(recv.tag) + " and " + std::to_string(recv.bytes) +
-        " bytes, but the next message has tag " + std::to_string(read_header_.tag) + " and " +
-        std::to_string(read_header_.bytes) + " bytes");
-    BRAID_LOG(kWarn, rank_) << status.message();
-    active_recv_->request->Complete(status);
-    active_recv_.reset();
-    // Drop that message's payload so the stream stays framed for the receives that follow.
-    discard_left_ = read_header_.bytes;
-    return Discard();
-  }
-  if (recv.bytes == 0) return OnPayload(asio::error_code());
-  asio::async_read(socket_, asio::buffer(recv.data, recv.bytes), TransferAll(),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     self->OnPayload(ec);
-                   });
 }
 
-void TcpSession::OnPayload(const asio::error_code& ec) {
-  if (closed_on_io_) return;
-  if (ec) return OnSocketError(ec, "receiving a message payload");
-  active_recv_->request->Complete(Status::Ok());
-  active_recv_.reset();
-  ReadHeader();
+RequestPtr TcpChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
+  bool moved = false;
+  bool completed = false;
+  Status error;
+  RequestPtr request;
+  {
+    std::lock_guard<std::mutex> lock(recv_mutex_);
+    if (!recv_failure_.ok()) return FailedRequest(recv_failure_);
+    const size_t staged = staged_end_ - staged_begin_;
+    if (recv_queue_.empty() && !active_.request && discard_left_ == 0 &&
+        staged >= sizeof(MessageHeader)) {
+      // Fast path: the whole message is already staged.
+      MessageHeader header;
+      std::memcpy(&header, staging_.get() + staged_begin_, sizeof(header));
+      if (header.magic == kMessageMagic && header.tag == tag && header.bytes == bytes &&
+          staged - sizeof(header) >= bytes) {
+        if (bytes > 0) std::memcpy(data, staging_.get() + staged_begin_ + sizeof(header), bytes);
+        staged_begin_ += sizeof(header) + bytes;
+        if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+        return DoneRequest();
+      }
+    }
+    request = std::make_shared<Request>(driver_);
+    recv_queue_.push_back(RecvOp{request, static_cast<char*>(data), bytes, tag});
+    recv_work_.fetch_add(1, std::memory_order_relaxed);
+    error = ProgressRecvLocked(&moved, &completed);
+  }
+  if (!error.ok()) {
+    FailFromDriving(error);
+  } else if (completed) {
+    driver_->WakeSleepers();
+  }
+  return request;
 }
 
-void TcpSession::Discard() {
-  if (closed_on_io_) return;
-  if (discard_left_ == 0) return ReadHeader();
-  if (!discard_buffer_) discard_buffer_.reset(new char[kDiscardChunk]);
-  size_t chunk = static_cast<size_t>(std::min<uint64_t>(discard_left_, kDiscardChunk));
-  asio::async_read(socket_, asio::buffer(discard_buffer_.get(), chunk), TransferAll(),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t n) {
-                     if (self->closed_on_io_) return;
-                     if (ec) return self->OnSocketError(ec, "dropping a refused message");
-                     self->discard_left_ -= n;
-                     self->Discard();
-                   });
+// ---- driving ----
+
+bool TcpChannel::Drive() {
+  bool moved = false;
+  bool completed = false;
+  Status error;
+  if (has_recv_work() && recv_mutex_.try_lock()) {
+    error = ProgressRecvLocked(&moved, &completed);
+    recv_mutex_.unlock();
+  }
+  if (error.ok() && has_send_work() && send_mutex_.try_lock()) {
+    error = PushSendsLocked(&moved, &completed);
+    send_mutex_.unlock();
+  }
+  if (!error.ok()) {
+    FailFromDriving(error);
+    return true;
+  }
+  if (completed) driver_->WakeSleepers();
+  return moved || completed;
+}
+
+void TcpChannel::OnIdleHangup() {
+  if (hangup_seen_.exchange(true)) return;
+  Status lost;
+  {
+    std::lock_guard<std::mutex> lock(recv_mutex_);
+    if (!recv_failure_.ok()) return;
+    // Anything the peer sent before it left is still for the receives to come.
+    char byte;
+    const ssize_t peeked = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (peeked == 0 && staged_end_ == staged_begin_ && discard_left_ == 0) {
+      lost = Status::RemoteError(LostMessage("the peer closed the connection (end of file)"));
+    } else if (peeked < 0 && !WouldBlock(errno) && errno != EINTR) {
+      lost = SocketError(errno, "idle");
+    }
+  }
+  if (!lost.ok()) return FailFromDriving(lost);
+  // Data is left to read: receives go on; sends cannot reach the peer any more.
+  const Status status =
+      Status::RemoteError(LostMessage("the peer hung up (it closed the connection)"));
+  {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    if (!send_failure_.ok()) return;
+    send_failure_ = status;
+    for (SendOp& op : send_queue_) op.request->Complete(status);
+    send_queue_.clear();
+    UpdateSendStateLocked();
+  }
+  BRAID_LOG(kInfo, rank_) << status.message();
+  driver_->WakeSleepers();
+}
+
+// ---- failure ----
+
+void TcpChannel::Fail(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    std::lock_guard<std::mutex> recv_lock(recv_mutex_);
+    if (failed_.load()) return;
+    const Status status = reason.ok() ? Status::Aborted(LostMessage("closed")) : reason;
+    for (SendOp& op : send_queue_) op.request->Complete(status);
+    send_queue_.clear();
+    UpdateSendStateLocked();
+    if (send_failure_.ok()) send_failure_ = status;
+    if (active_.request) CompleteRecvLocked(active_, status);
+    active_ = RecvOp{};
+    for (RecvOp& op : recv_queue_) CompleteRecvLocked(op, status);
+    recv_queue_.clear();
+    recv_work_.store(0, std::memory_order_relaxed);
+    recv_failure_ = status;
+    failed_.store(true);
+    ::shutdown(fd_, SHUT_RDWR);  // the peer sees end of file; our pollers wake
+  }
+  driver_->WakeSleepers();
 }
 
 // ---- TcpConnection ----
 
-TcpConnection::TcpConnection(std::shared_ptr<TcpSession> session) : session_(std::move(session)) {}
+TcpConnection::TcpConnection(std::shared_ptr<TcpChannel> channel) : channel_(std::move(channel)) {}
 
 TcpConnection::~TcpConnection() {
-  Close(Status::Aborted("rank " + std::to_string(session_->rank()) + ": connection to rank " +
-                        std::to_string(session_->peer()) + " was destroyed"));
+  Close(Status::Aborted("rank " + std::to_string(channel_->rank()) + ": connection to rank " +
+                        std::to_string(channel_->peer()) + " was destroyed"));
 }
 
 RequestPtr TcpConnection::PostSend(const void* data, size_t bytes, uint64_t tag) {
-  return session_->PostSend(data, bytes, tag);
+  return channel_->PostSend(data, bytes, tag);
 }
 
 RequestPtr TcpConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
-  return session_->PostRecv(data, bytes, tag);
+  return channel_->PostRecv(data, bytes, tag);
 }
 
 void TcpConnection::Close(const Status& reason) {
-  session_->Fail(reason.ok() ? Status::Aborted("rank " + std::to_string(session_->rank()) +
+  channel_->Fail(reason.ok() ? Status::Aborted("rank " + std::to_string(channel_->rank()) +
                                                ": connection to rank " +
-                                               std::to_string(session_->peer()) + " closed")
+                                               std::to_string(channel_->peer()) + " closed")
                              : reason);
-  session_->WaitClosed();
+  channel_->driver()->Remove(channel_.get());
 }
 
 }  // namespace braid::transport::tcp

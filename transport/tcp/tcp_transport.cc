@@ -1,11 +1,14 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -41,6 +44,9 @@ constexpr int64_t kGoneAfterRefusedMs = 1000;
 // (listener_probe.h), each probe waiting at most kProbeTimeoutMs for an answer.
 constexpr int64_t kProbeEveryMs = 500;
 constexpr int kProbeTimeoutMs = 500;
+// While a send is stalled, the io thread checks this often whether anybody drives the
+// connections, and pushes them itself if not (tcp_connection.h).
+constexpr int kBackstopMs = 1;
 
 using Tcp = asio::ip::tcp;
 
@@ -196,13 +202,18 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
         rank(ctx.rank),
         io(std::make_shared<asio::io_context>(1)),
         work(asio::make_work_guard(*io)),
+        driver(std::make_shared<TcpDriver>(ctx.rank, TcpWaitBudget::For(ctx.size))),
         acceptor(*io),
-        accept_retry(*io) {}
+        accept_retry(*io),
+        backstop_timer(*io) {}
 
   const TransportContext context;
   const int rank;
-  std::shared_ptr<asio::io_context> io;  // shared with sessions, which may outlive the transport
+  std::shared_ptr<asio::io_context> io;
   asio::executor_work_guard<asio::io_context::executor_type> work;
+  // Moves the data of every connection made (tcp_connection.h); outlives the transport when
+  // connections do.
+  const std::shared_ptr<TcpDriver> driver;
   std::string local_address;
   std::thread thread;
 
@@ -210,15 +221,36 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   Tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
   std::set<std::shared_ptr<PendingHandshake>> handshakes;
+  asio::steady_timer backstop_timer;  // ticks every kBackstopMs while the driver asks for it
+  bool backstop_running = false;
+  bool closing = false;
 
-  // Guards the fields below. Lock order: State::mutex, then TcpSession::mutex_ / Request's.
+  // Guards the fields below. Lock order: State::mutex, then the driver's and channels' locks.
   std::mutex mutex;
   std::condition_variable stash_cv;                 // a socket was stashed, or Abort
   std::map<int, Tcp::socket> stash;                 // handshaken, unclaimed; by peer rank
   std::set<int> claimed;                            // peers whose socket Connect took
-  std::vector<std::weak_ptr<TcpSession>> sessions;  // every connection made, to fail on Abort
   std::set<std::shared_ptr<ConnectAttempt>> attempts;
   Status aborted;  // non-OK once aborted
+
+  // ---- data-path backstop (io thread; see tcp_connection.h) ----
+
+  void StartBackstop() {
+    if (closing || backstop_running) return;
+    backstop_running = true;
+    ArmBackstop();
+  }
+
+  void ArmBackstop() {
+    backstop_timer.expires_after(std::chrono::milliseconds(kBackstopMs));
+    backstop_timer.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (ec || self->closing || !self->driver->Backstop()) {
+        self->backstop_running = false;
+        return;
+      }
+      self->ArmBackstop();
+    });
+  }
 
   // ---- listener (io thread) ----
 
@@ -551,6 +583,8 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   // Closes everything the io thread owns, so that run() returns once the handlers drain.
   void CloseEverythingOnIo() {
     asio::error_code ignored;
+    closing = true;
+    backstop_timer.cancel();
     acceptor.close(ignored);
     accept_retry.cancel();
     for (const auto& hs : handshakes) {
@@ -612,28 +646,39 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     }
   }
 
+  // Hands the handshaken socket's descriptor to a new channel of the driver: from here on the
+  // data path runs on the threads that post, test and wait, not on the io thread.
   Result<std::unique_ptr<Connection>> MakeConnection(int peer, Tcp::socket socket) {
-    Status abort_status;
-    std::shared_ptr<TcpSession> session;
+    std::shared_ptr<TcpChannel> channel;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      abort_status = aborted;
-      if (abort_status.ok()) {
-        session = TcpSession::Create(io, std::move(socket), rank, peer);
-        sessions.erase(std::remove_if(sessions.begin(), sessions.end(),
-                                      [](const std::weak_ptr<TcpSession>& s) { return s.expired(); }),
-                       sessions.end());
-        sessions.push_back(session);
+      if (!aborted.ok()) {
+        asio::error_code ignored;
+        socket.close(ignored);
+        return aborted;
       }
+      asio::error_code ec;
+      const int fd = socket.release(ec);
+      if (ec) {
+        socket.close(ec);
+        return Status::SystemError("rank " + std::to_string(rank) +
+                                   ": cannot take over the tcp socket of rank " +
+                                   std::to_string(peer) + ": " + ec.message());
+      }
+      const int flags = ::fcntl(fd, F_GETFL, 0);
+      if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        return Status::SystemError("rank " + std::to_string(rank) +
+                                   ": cannot make the tcp socket of rank " +
+                                   std::to_string(peer) + " non-blocking: " + why);
+      }
+      // Added under the mutex, so an Abort either refused this connection or fails it.
+      channel = TcpChannel::Create(fd, rank, peer, driver);
+      driver->Add(channel);
     }
-    if (!abort_status.ok()) {
-      asio::error_code ignored;
-      socket.close(ignored);  // never handed to the io thread
-      return abort_status;
-    }
-    session->Start();
     BRAID_LOG(kInfo, rank) << "tcp connection to rank " << peer << " is up";
-    return std::unique_ptr<Connection>(new TcpConnection(std::move(session)));
+    return std::unique_ptr<Connection>(new TcpConnection(std::move(channel)));
   }
 };
 
@@ -695,6 +740,11 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(const TransportContex
     return Status::SystemError(where("cannot listen on " + ip.value() + ": " + ec.message()));
   }
   state->local_address = EndpointText(local);
+  state->driver->SetKick([weak = std::weak_ptr<State>(state)] {
+    if (auto strong = weak.lock()) {
+      asio::post(*strong->io, [strong] { strong->StartBackstop(); });
+    }
+  });
   state->StartAccept();
   state->thread = std::thread([io = state->io, rank] {
     pthread_setname_np(pthread_self(), "braid-tcp-io");
@@ -715,9 +765,11 @@ TcpTransport::TcpTransport(std::shared_ptr<State> state) : state_(std::move(stat
 
 TcpTransport::~TcpTransport() {
   Abort(Status::Aborted("rank " + std::to_string(state_->rank) + ": tcp transport destroyed"));
+  // No more backstop kicks: the ones already posted run before CloseEverythingOnIo.
+  state_->driver->SetKick({});
   asio::post(*state_->io, [state = state_] { state->CloseEverythingOnIo(); });
   // Every socket, timer and attempt is closed or about to be: run() returns once the
-  // handlers that this queued have run, and none of them is left holding a session.
+  // handlers that this queued have run.
   state_->work.reset();
   if (state_->thread.joinable()) state_->thread.join();
 }
@@ -796,15 +848,11 @@ void TcpTransport::Abort(const Status& reason) {
   State& s = *state_;
   Status status = Status::Aborted(reason.message().empty() ? "tcp transport aborted"
                                                            : reason.message());
-  std::vector<std::shared_ptr<TcpSession>> sessions;
   std::vector<std::shared_ptr<ConnectAttempt>> attempts;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.aborted.ok()) return;
     s.aborted = status;
-    for (const auto& weak : s.sessions) {
-      if (auto session = weak.lock()) sessions.push_back(std::move(session));
-    }
     attempts.assign(s.attempts.begin(), s.attempts.end());
   }
   s.stash_cv.notify_all();
@@ -814,7 +862,7 @@ void TcpTransport::Abort(const Status& reason) {
       asio::post(*s.io, [state = state_, attempt] { state->CloseAttempt(attempt); });
     }
   }
-  for (const auto& session : sessions) session->Fail(status);
+  s.driver->FailAll(status);
   BRAID_LOG(kInfo, s.rank) << "tcp transport aborted: " << status.message();
 }
 

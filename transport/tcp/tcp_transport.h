@@ -1,8 +1,11 @@
 // TcpTransport: links the ranks of one communicator with TCP sockets (standalone Asio).
 //
 // One TcpTransport per communicator. It listens on the address ChooseAddress() picks
-// (BRAID_SOCKET_IFNAME / BRAID_SOCKET_FAMILY), port 0, and runs one io thread that drives the
-// listener and every connection it made.
+// (BRAID_SOCKET_IFNAME / BRAID_SOCKET_FAMILY), port 0, and runs one Asio io thread for the
+// listener, the handshakes and dialing. Once a link is up its socket leaves Asio: the data moves
+// on the threads that post, test and wait (tcp_connection.h: one TcpDriver per transport drives
+// every connection it made; why: an io thread costs a cross-thread wake-up per message). The io
+// thread only backstops that driver while a send is stalled and nobody drives.
 //
 // Who dials: of each pair, the lower rank connects to the higher rank's listener and sends a
 // hello (magic, version, comm_id, sender, receiver, nonce); the higher rank's acceptor checks it,
