@@ -28,9 +28,10 @@ namespace braid::transport {
 
 class Request;
 
-// For transports whose data moves on the thread that tests or waits (shared memory: there is no
-// io thread, the waiting rank copies the bytes itself). A request built with a driver calls it
-// from Test() and Wait(); requests without one (TCP) behave exactly as before.
+// For transports whose data moves on the thread that tests or waits (shared memory and TCP: there
+// is no io thread on the data path, the waiting rank moves the bytes itself). A request built
+// with a driver calls it from Test() and Wait(); requests without one are completed by whoever
+// calls Complete() and wake their waiters through a condition variable.
 class RequestDriver {
  public:
   virtual ~RequestDriver() = default;
@@ -73,7 +74,7 @@ class Request {
   void Complete(Status status);
 
  private:
-  const std::shared_ptr<RequestDriver> driver_;  // null for requests completed by an io thread
+  const std::shared_ptr<RequestDriver> driver_;  // null for requests completed by another thread
   std::mutex mutex_;  // guards status_ writes and the condition variable (driverless requests)
   std::condition_variable done_cv_;
   std::atomic<bool> claimed_{false};  // driven requests: the first Complete() claims it

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "core/deadline.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace braid::transport {
@@ -41,6 +43,47 @@ Result<Link> ClaimStashedLink(std::unique_lock<std::mutex>& lock, std::condition
   stash.erase(it);
   claimed.insert(peer);
   return link;
+}
+
+// "rank R: rank P is gone: <why>": the peer's process exited or was killed.
+inline Status PeerGone(int rank, int peer, const std::string& why) {
+  return Status::RemoteError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
+                             " is gone: " + why);
+}
+
+// While the accepting side waits for the peer's dial, it probes the peer's listener this often.
+constexpr int64_t kProbeEveryMs = 500;
+
+// ClaimStashedLink for the accepting side of Connect, which also notices a peer that died before
+// (or while) dialing: every kProbeEveryMs it asks `gone_probe` (empty: no probing), which returns
+// "" while the peer's listener is there, else why it is gone; then fails with PeerGone within a
+// second instead of at the deadline. Called with `lock` held; probes run without it.
+template <typename Link>
+Result<Link> AwaitStashedLink(std::unique_lock<std::mutex>& lock, std::condition_variable& stashed,
+                              std::map<int, Link>& stash, std::set<int>& claimed,
+                              const Status& aborted, int rank, int peer, Deadline deadline,
+                              const std::string& what, const std::string& where,
+                              const std::function<std::string()>& gone_probe) {
+  const int64_t budget_ms = deadline.RemainingMs();
+  for (;;) {
+    Result<Link> link = ClaimStashedLink(lock, stashed, stash, claimed, aborted, rank, peer,
+                                         gone_probe ? deadline.Min(kProbeEveryMs) : deadline,
+                                         what, where);
+    if (link.ok() || link.status().code() != Code::kTimeout) return link;
+    if (deadline.Expired()) {
+      return Status::Timeout("rank " + std::to_string(rank) + ": no " + what + " from rank " +
+                             std::to_string(peer) + " within " + std::to_string(budget_ms) +
+                             " ms (" + where + ")");
+    }
+    lock.unlock();
+    const std::string gone = gone_probe();
+    lock.lock();
+    if (!gone.empty() && stash.count(peer) == 0 && aborted.ok()) {
+      BRAID_LOG(kInfo, rank) << "rank " << peer << " is gone while this rank waited for its " << what
+                             << ": " << gone;
+      return PeerGone(rank, peer, gone);
+    }
+  }
 }
 
 }  // namespace braid::transport

@@ -17,8 +17,8 @@
 // cores. Sends that find no room wait in a queue, in posting order, and the channel joins the
 // transport's StalledSends list: any thread waiting on any connection of the transport pushes
 // them, and the control thread does (then driven by the consumer's doorbell) when nobody has for
-// a millisecond -- a rank blocked on another transport still drains its shm sends, as TCP's io
-// thread would.
+// a millisecond -- a rank blocked on another transport still drains its shm sends (TCP's io
+// thread keeps the same 1 ms safety net for its stuck sends).
 //
 // Receiving: receives match ring records in posting order; a tag or size mismatch fails the
 // receive with kInternalError naming both and drops that message (acknowledging it if remote),

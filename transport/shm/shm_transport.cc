@@ -46,14 +46,7 @@ constexpr int kMaxRetryMs = 50;
 // nobody has listened on for this long means the peer is gone (exited or killed), not late:
 // Connect fails naming it instead of waiting for the deadline.
 constexpr int64_t kGoneAfterRefusedMs = 1000;
-// While the accepting side waits for the peer's dial, it probes the peer's socket this often.
-constexpr int64_t kProbeEveryMs = 500;
 
-// "rank R: rank P is gone: <why>": the peer's process exited or was killed.
-Status PeerGone(int rank, int peer, const std::string& why) {
-  return Status::RemoteError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
-                             " is gone: " + why);
-}
 
 // Whether `address` has the shape of a shm address (what LocalAddress() publishes).
 bool ValidAddress(const std::string& address) {
@@ -546,29 +539,11 @@ struct ShmTransport::State {
   // kProbeEveryMs meanwhile so that a peer that died before (or while) dialing is named within a
   // second instead of at the deadline. No probes when `peer_address` is not a shm address.
   Result<Link> AwaitDialer(int peer, const std::string& peer_address, Deadline deadline) {
-    const int64_t budget_ms = deadline.RemainingMs();
-    const std::string where = "listening on @" + address;
-    const bool probe = ValidAddress(peer_address);
+    std::function<std::string()> probe;
+    if (ValidAddress(peer_address)) probe = [&] { return GoneListener(peer_address, 1); };
     std::unique_lock<std::mutex> lock(mutex);
-    for (;;) {
-      Result<Link> link =
-          ClaimStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer,
-                           probe ? deadline.Min(kProbeEveryMs) : deadline, "shm connection", where);
-      if (link.ok() || link.status().code() != Code::kTimeout) return link;
-      if (deadline.Expired()) {
-        return Status::Timeout("rank " + std::to_string(rank) + ": no shm connection from rank " +
-                               std::to_string(peer) + " within " + std::to_string(budget_ms) +
-                               " ms (" + where + ")");
-      }
-      lock.unlock();
-      std::string gone = GoneListener(peer_address, 1);
-      lock.lock();
-      if (!gone.empty() && stash.count(peer) == 0 && aborted.ok()) {
-        BRAID_LOG(kInfo, rank) << "rank " << peer << " is gone while this rank waited for its "
-                               << "shm connection: " << gone;
-        return PeerGone(rank, peer, gone);
-      }
-    }
+    return AwaitStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer, deadline,
+                            "shm connection", "listening on @" + address, probe);
   }
 
   // Waits for the acceptor's next frame on `fd`. `*hung_up` says the socket closed (a refusal

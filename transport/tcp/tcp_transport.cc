@@ -40,9 +40,7 @@ constexpr int kMaxRetryMs = 200;
 // keeps refusing this long means the peer is gone (exited or killed), not late: Connect fails
 // naming it instead of waiting for the deadline.
 constexpr int64_t kGoneAfterRefusedMs = 1000;
-// While the accepting side waits for the peer's dial, it probes the peer's listener this often
-// (listener_probe.h), each probe waiting at most kProbeTimeoutMs for an answer.
-constexpr int64_t kProbeEveryMs = 500;
+// Each probe of a peer's listener (listener_probe.h) waits at most this long for an answer.
 constexpr int kProbeTimeoutMs = 500;
 // While a send is stalled, the io thread checks this often whether anybody drives the
 // connections, and pushes them itself if not (tcp_connection.h).
@@ -74,11 +72,6 @@ void TuneSocket(Tcp::socket& socket) {
   socket.set_option(asio::socket_base::keep_alive(true), ignored);
 }
 
-// "rank R: rank P is gone: <why>": the peer's process exited or was killed.
-Status PeerGone(int rank, int peer, const std::string& why) {
-  return Status::RemoteError("rank " + std::to_string(rank) + ": rank " + std::to_string(peer) +
-                             " is gone: " + why);
-}
 
 // True for the errors a socket sees when the other side closed it or its process died.
 bool HungUp(const asio::error_code& ec) {
@@ -621,29 +614,11 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   // kProbeEveryMs meanwhile so that a peer that died before (or while) dialing is named within a
   // second instead of at the deadline. No probes when `peer_address` is not usable.
   Result<Tcp::socket> AwaitDialer(int peer, const std::string& peer_address, Deadline deadline) {
-    const int64_t budget_ms = deadline.RemainingMs();
-    const std::string where = "listening on " + local_address;
-    const bool probe = ParseHostPort(peer_address).ok();
+    std::function<std::string()> probe;
+    if (ParseHostPort(peer_address).ok()) probe = [&] { return GoneListener(peer_address, 1); };
     std::unique_lock<std::mutex> lock(mutex);
-    for (;;) {
-      Result<Tcp::socket> socket =
-          ClaimStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer,
-                           probe ? deadline.Min(kProbeEveryMs) : deadline, "connection", where);
-      if (socket.ok() || socket.status().code() != Code::kTimeout) return socket;
-      if (deadline.Expired()) {
-        return Status::Timeout("rank " + std::to_string(rank) + ": no connection from rank " +
-                               std::to_string(peer) + " within " + std::to_string(budget_ms) +
-                               " ms (" + where + ")");
-      }
-      lock.unlock();
-      std::string gone = GoneListener(peer_address, 1);
-      lock.lock();
-      if (!gone.empty() && stash.count(peer) == 0 && aborted.ok()) {
-        BRAID_LOG(kInfo, rank) << "rank " << peer << " is gone while this rank waited for its "
-                               << "tcp connection: " << gone;
-        return PeerGone(rank, peer, gone);
-      }
-    }
+    return AwaitStashedLink(lock, stash_cv, stash, claimed, aborted, rank, peer, deadline,
+                            "connection", "listening on " + local_address, probe);
   }
 
   // Hands the handshaken socket's descriptor to a new channel of the driver: from here on the
