@@ -20,11 +20,15 @@ struct LinkModel {
   double latency_us = 10.0;     // per message step (alpha)
   double bandwidth_gbps = 1.0;  // per link while every rank sends, GB/s (1/beta)
   double reduce_gbps = 20.0;    // CPU reduction throughput, GB/s of result (1/gamma)
-  // A reduction over one block larger than this (a whole-buffer step of a non-pipelined
-  // algorithm) streams from memory instead of the cache, at memory_reduce_gbps. Pipelined
-  // algorithms reduce chunk by chunk and stay at reduce_gbps.
-  double cache_bytes = 2.0 * 1024 * 1024;
+  // The last-level cache the ranks of a host share. Once the job's buffers (a send and a receive
+  // buffer per rank) outgrow it, a whole-buffer reduction step of a non-pipelined algorithm
+  // streams from memory, at memory_reduce_gbps; pipelined algorithms reduce chunk by chunk while
+  // each chunk is in the cache and stay at reduce_gbps.
+  double cache_bytes = 16.0 * 1024 * 1024;
   double memory_reduce_gbps = 4.5;
+  // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete):
+  // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks).
+  double message_us = 0.5;
 };
 
 // The measured model of `transport` ("shm", "tcp"; any other name gets TCP's, which is also what
@@ -38,16 +42,21 @@ struct LinkModel {
 //            one step (us)   exchange GB/s   one-way GB/s   reduce GB/s (512 KiB / 64 MiB)
 //   shm      0.9 - 9          1.0 - 1.7       1.6 - 3.2      18 - 36 / 4 - 5
 //   tcp      10 - 40          0.6 - 1.1       1.3 - 2.6      20 - 39 / 3 - 8
-// The cache size is the per-core L2 of the development hosts (2 MiB, lscpu); the memory rate is
-// the 64 MiB reduce rate above (both transports reduce with the same CPU loops).
+// The cache budget is half the development hosts' L3 (32 MiB, lscpu): rings, scratch slots and
+// the other programs of the host hold the rest (2 ranks: rhd still won at 2 x 2 x 4 MiB, ring at
+// 2 x 2 x 8 MiB). The memory rate is the 64 MiB reduce rate above (both transports reduce with
+// the same CPU loops). The step latency of shared memory depends on whether every rank has a core:
+// ~1 us (0.4-0.6 us for an 8-byte exchange, the low end of the table) when it does, ~8 us when
+// ranks take turns on the cores (the high end).
 // The step time swings with the load of the machine (whether a waiting rank keeps its core or
 // sleeps); the values below are the ones that place the measured crossovers right with
 // bench/select_check.py (docs/ALGORITHMS.md, "Selection check"): latency within the measured
 // range, bandwidth the exchange rate (every rank sends at once in every collective), reduction
 // the cache-resident rate (pipelined algorithms reduce chunk by chunk).
-inline LinkModel DefaultLinkModel(const char* transport) {
+// `oversubscribed`: some host runs more ranks than it has CPUs.
+inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true) {
   const std::string name = transport == nullptr ? "" : transport;
-  if (name == "shm") return LinkModel{8.0, 1.5, 20.0};
+  if (name == "shm") return LinkModel{oversubscribed ? 8.0 : 1.0, 1.5, 20.0};
   return LinkModel{10.0, 1.0, 20.0};
 }
 

@@ -58,9 +58,8 @@ Status ChainBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) 
 double ChainBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   // The cost model does not see BRAID_CHUNK_BYTES; the default chunk stands in for it.
-  constexpr double kChunkBytes = 512 * 1024;
   const double b = static_cast<double>(bytes);
-  return (n - 1) * link.latency_us + cost::Transfer(link, b + (n - 2) * std::min(b, kChunkBytes));
+  return (n - 1) * link.latency_us + cost::Transfer(link, b + (n - 2) * std::min(b, cost::kChunkBytes));
 }
 
 }  // namespace braid::algorithms

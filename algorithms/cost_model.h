@@ -8,6 +8,7 @@
 // selection check that validates them against measured times.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
 #include "algorithms/algorithm.h"
@@ -21,13 +22,27 @@ inline double Transfer(const LinkModel& link, double bytes) {
 // Microseconds to reduce `bytes` into an accumulator, chunk by chunk (pipelined algorithms:
 // every chunk is reduced while it is still in the cache).
 inline double Reduce(const LinkModel& link, double bytes) { return bytes / 1e3 / link.reduce_gbps; }
-// Microseconds to reduce one whole block of `bytes` in a single step (non-pipelined algorithms:
-// a block larger than the cache streams from memory). Why it matters: without it, recursive
+// Microseconds to reduce `bytes` in whole-buffer steps (non-pipelined algorithms) on a job of
+// `n` ranks whose buffers are `message_bytes` each: at memory speed once the job's send and
+// receive buffers outgrow the shared cache. Why it matters: without it, recursive
 // halving-doubling always beats the ring on powers of two (fewer steps, the same bytes), while on
-// the development hosts the ring measured 10-25% faster once the first halving step's block no
-// longer fits in L2 (docs/ALGORITHMS.md, "Selection check").
-inline double ReduceBlock(const LinkModel& link, double bytes) {
-  return bytes / 1e3 / (bytes > link.cache_bytes ? link.memory_reduce_gbps : link.reduce_gbps);
+// the development hosts the ring measured 10-25% faster once 2 n message_bytes passed the 32 MiB
+// L3 (docs/ALGORITHMS.md, "Selection check").
+inline double ReduceWhole(const LinkModel& link, int n, double message_bytes, double bytes) {
+  const bool spills = 2.0 * n * message_bytes > link.cache_bytes;
+  return bytes / 1e3 / (spills ? link.memory_reduce_gbps : link.reduce_gbps);
+}
+
+// The pipelining unit the cost functions assume (BRAID_CHUNK_BYTES' default).
+constexpr double kChunkBytes = 512 * 1024;
+// Microseconds of per-message overhead for `steps` pipelined steps each moving `step_bytes` in
+// chunks (non-pipelined algorithms pay link.message_us once per step): what makes a pipelined
+// algorithm lose a tie to one that sends whole blocks once its steps take several chunks (at 2
+// ranks ring, tree and rhd move the same bytes in the same number of steps; at 2 MiB rhd measured
+// as fast as the ring or faster, the tree slowest).
+inline double ChunkMessages(const LinkModel& link, int steps, double step_bytes) {
+  const double chunks = step_bytes <= kChunkBytes ? 1.0 : std::ceil(step_bytes / kChunkBytes);
+  return steps * chunks * link.message_us;
 }
 
 // ceil(log2(n)) for n >= 1 (0 for n == 1).

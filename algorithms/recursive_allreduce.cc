@@ -228,7 +228,8 @@ namespace {
 // Fold and unfold: two one-way whole-buffer messages and one reduction, when n is not a power of 2.
 double FoldCost(const LinkModel& link, int n, double b) {
   if (n == cost::FloorPow2(n)) return 0;
-  return 2 * (link.latency_us + cost::Transfer(link, b)) + cost::ReduceBlock(link, b);
+  return 2 * (link.latency_us + link.message_us + cost::Transfer(link, b)) +
+         cost::ReduceWhole(link, n, b, b);
 }
 
 }  // namespace
@@ -239,7 +240,8 @@ double RecursiveDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes
   const double b = static_cast<double>(bytes);
   const int steps = cost::CeilLog2(cost::FloorPow2(n));
   return FoldCost(link, n, b) +
-         steps * (link.latency_us + cost::Transfer(link, b) + cost::ReduceBlock(link, b));
+         steps * (link.latency_us + link.message_us + cost::Transfer(link, b) +
+                  cost::ReduceWhole(link, n, b, b));
 }
 
 // 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it.
@@ -248,12 +250,8 @@ double RecursiveHalvingDoublingAllReduceCost(const LinkModel& link, int n, size_
   const double b = static_cast<double>(bytes);
   const int p = cost::FloorPow2(n);
   const double share = static_cast<double>(p - 1) / p * b;
-  // Halving step k reduces one block of b / 2^k.
-  double reduce = 0;
-  double block = b;
-  for (int step = 0; step < cost::CeilLog2(p); ++step) reduce += cost::ReduceBlock(link, block /= 2);
-  return FoldCost(link, n, b) + 2 * cost::CeilLog2(p) * link.latency_us +
-         2 * cost::Transfer(link, share) + reduce;
+  return FoldCost(link, n, b) + 2 * cost::CeilLog2(p) * (link.latency_us + link.message_us) +
+         2 * cost::Transfer(link, share) + cost::ReduceWhole(link, n, b, share);
 }
 
 }  // namespace braid::algorithms

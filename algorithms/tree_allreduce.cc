@@ -242,7 +242,7 @@ double TreeAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   const int depth = cost::CeilLog2(n);
   const double traffic = n == 2 ? 1.0 : 2.0, reduced = n == 2 ? 0.5 : 1.0;
   return 2 * depth * link.latency_us + cost::Transfer(link, traffic * b) +
-         cost::Reduce(link, reduced * b);
+         cost::Reduce(link, reduced * b) + cost::ChunkMessages(link, 2 * depth, b);
 }
 
 }  // namespace braid::algorithms

@@ -18,7 +18,8 @@ namespace {
 
 // The cost model of the slowest transport the job needs (the last in priority order that links
 // rank 0 with some rank), so that every rank derives the same model from the same peer table and
-// therefore selects the same algorithm for every collective.
+// therefore selects the same algorithm for every collective; with shared memory's step latency
+// for hosts that run no more ranks than they have CPUs, or for ranks that take turns on them.
 algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& peers,
                                    const std::vector<std::unique_ptr<transport::Transport>>& transports) {
   int slowest = -1;
@@ -32,7 +33,17 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
       }
     }
   }
-  return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr);
+  // Whether some host runs more ranks than it has CPUs (unknown CPU counts count as one).
+  std::map<std::string, std::pair<int, int>> per_host;  // host+boot id -> (ranks, cpus)
+  for (const auto& record : peers) {
+    auto& [ranks, cpus] = per_host[record.host + "/" + record.boot_id];
+    ++ranks;
+    cpus = std::max(cpus, std::max(record.cpus, 1));
+  }
+  bool oversubscribed = false;
+  for (const auto& [host, load] : per_host) oversubscribed |= load.first > load.second;
+  return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr,
+                                      oversubscribed);
 }
 
 }  // namespace

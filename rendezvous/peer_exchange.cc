@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -23,7 +24,7 @@ std::string ListRanks(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string PeerRecord::Serialize() const {
-  std::string out = "host=" + host + "\nboot_id=" + boot_id + "\n";
+  std::string out = "host=" + host + "\nboot_id=" + boot_id + "\ncpus=" + std::to_string(cpus) + "\n";
   for (const auto& [name, address] : addresses) out += "addr." + name + "=" + address + "\n";
   return out;
 }
@@ -40,6 +41,13 @@ Result<PeerRecord> PeerRecord::Parse(const std::string& text) {
       record.host = value;
     } else if (key == "boot_id") {
       record.boot_id = value;
+    } else if (key == "cpus") {
+      char* end = nullptr;
+      const long cpus = std::strtol(value.c_str(), &end, 10);
+      if (end == value.c_str() || *end != '\0' || cpus < 0 || cpus > 1 << 20) {
+        return Status::RemoteError("malformed peer record line '" + line + "'");
+      }
+      record.cpus = static_cast<int>(cpus);
     } else if (key.rfind("addr.", 0) == 0) {
       record.addresses.emplace_back(key.substr(5), value);
     }
@@ -61,6 +69,8 @@ PeerRecord LocalPeerRecord() {
   record.host = host;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::getline(boot, record.boot_id);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  record.cpus = cpus > 0 ? static_cast<int>(cpus) : 0;
   return record;
 }
 

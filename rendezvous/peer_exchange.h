@@ -15,6 +15,9 @@ namespace braid::rendezvous {
 struct PeerRecord {
   std::string host;
   std::string boot_id;
+  // Online CPUs of the publisher's machine (0 = unknown): with the peer table, every rank can tell
+  // alike whether some host runs more ranks than it has CPUs (the cost model depends on it).
+  int cpus = 0;
   // (transport name, address) in the publisher's transport order.
   std::vector<std::pair<std::string, std::string>> addresses;
 

@@ -277,6 +277,23 @@ TEST_CASE("measured models: shared memory is the faster link, unknown transports
   CHECK(LinkModel().latency_us == tcp.latency_us);
 }
 
+TEST_CASE("shared memory with a core per rank: short steps; oversubscribed: long ones",
+          "[selector][model]") {
+  const LinkModel dedicated = DefaultLinkModel("shm", false), shared = DefaultLinkModel("shm", true);
+  CHECK(dedicated.latency_us < shared.latency_us);
+  CHECK(DefaultLinkModel("tcp", false).latency_us == DefaultLinkModel("tcp", true).latency_us);
+  const AlgorithmPolicy none;
+  // The picks that matched the quiet selection checks (docs/PERFORMANCE.md): 2 ranks with a core
+  // each, recursive doubling to 32 KiB, then whole-block or pipelined halves while the job's
+  // buffers fit the cache, the ring once they do not.
+  CHECK(std::string(Pick(Collective::kAllReduce, 32 << 10, 2, none, dedicated)) == "rd");
+  CHECK(std::string(Pick(Collective::kAllReduce, 2 << 20, 2, none, dedicated)) == "rhd");
+  CHECK(std::string(Pick(Collective::kAllReduce, 32 << 20, 2, none, dedicated)) == "ring");
+  // 4 ranks on 2 cores: rhd up to 2 MiB, the ring from 8 MiB (buffers beyond the cache).
+  CHECK(std::string(Pick(Collective::kAllReduce, 2 << 20, 4, none, shared)) == "rhd");
+  CHECK(std::string(Pick(Collective::kAllReduce, 8 << 20, 4, none, shared)) == "ring");
+}
+
 TEST_CASE("every cost function is finite, non-negative and grows with size", "[selector][cost]") {
   const LinkModel link;
   for (const Algorithm& a : Algorithms()) {
