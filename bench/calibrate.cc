@@ -168,9 +168,15 @@ double MeasureReduce(size_t bytes) {
 void PrintPicks() {
   using namespace braid::algorithms;
   const AlgorithmPolicy none;
-  for (const char* transport : {"shm", "tcp"}) {
-    const LinkModel link = DefaultLinkModel(transport);
-    std::printf("# %s: latency %.1f us, bandwidth %.2f GB/s, reduce %.1f GB/s\n", transport,
+  struct Model {
+    const char* transport;
+    bool oversubscribed;
+  };
+  for (const Model& model : {Model{"shm", false}, Model{"shm", true}, Model{"tcp", true}}) {
+    const char* transport = model.transport;
+    const LinkModel link = DefaultLinkModel(transport, model.oversubscribed);
+    std::printf("# %s%s: latency %.1f us, bandwidth %.2f GB/s, reduce %.1f GB/s\n", transport,
+                model.oversubscribed ? " (ranks share cores)" : " (a core per rank)",
                 link.latency_us, link.bandwidth_gbps, link.reduce_gbps);
     for (Collective kind : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
                             Collective::kAllGather, Collective::kReduceScatter,
