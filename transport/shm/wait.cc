@@ -10,17 +10,6 @@
 
 namespace braid::transport::shm {
 
-WaitBudget WaitBudget::For(int ranks) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
-}
-
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Not FUTEX_PRIVATE_FLAG: the word lives in a MAP_SHARED segment that the peer process (or, for
 // thread ranks, a second mapping in this process) waits and wakes on.
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {

@@ -34,20 +34,6 @@ constexpr int64_t kMaxSleepNs = 100'000'000;
 // ...and this often when its thread could not get an eventfd.
 constexpr int64_t kMaxSleepNoWakeFdNs = 10'000'000;
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 RequestPtr FailedRequest(const Status& status) {
   auto request = std::make_shared<Request>();
   request->Complete(status);
@@ -86,16 +72,9 @@ bool WouldBlock(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
 
 }  // namespace
 
-// ---- TcpWaitBudget ----
-
-TcpWaitBudget TcpWaitBudget::For(int ranks) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
-}
-
 // ---- TcpDriver ----
 
-TcpDriver::TcpDriver(int rank, TcpWaitBudget budget)
+TcpDriver::TcpDriver(int rank, WaitBudget budget)
     : rank_(rank), budget_(budget), channels_(std::make_shared<const ChannelList>()) {}
 
 std::shared_ptr<const TcpDriver::ChannelList> TcpDriver::Snapshot() const {

@@ -19,7 +19,7 @@
 //
 // Waiting (TcpDriver::Wait): spin, then yield, then sleep in poll() on the sockets that have work
 // plus an eventfd of the waiter's own (made at its first sleep, closed when the wait ends, so no
-// descriptor outlives a wait), with the phase lengths of the shm transport (TcpWaitBudget:
+// descriptor outlives a wait), with the phase lengths shared with the shm transport (transport/wait_budget.h:
 // dedicated when the communicator's ranks fit on the online CPUs, oversubscribed otherwise, so 4-8
 // ranks on 2 cores do not starve each other). A thread that completes a request another thread
 // may sleep on, Close() and Abort() write the sleepers' eventfds, so every blocked waiter wakes at
@@ -66,20 +66,11 @@
 #include "core/deadline.h"
 #include "core/status.h"
 #include "transport/connection.h"
+#include "transport/wait_budget.h"
 #include "transport/tcp/wire.h"
 
 namespace braid::transport::tcp {
 
-// How long a waiter spins, then yields, after the last progress before it sleeps in poll()
-// (see the shm transport's wait.h for the measurements behind the numbers).
-struct TcpWaitBudget {
-  int64_t spin_ns;
-  int64_t yield_ns;
-  static TcpWaitBudget Dedicated() { return {100'000, 2'000'000}; }
-  static TcpWaitBudget Oversubscribed() { return {5'000, 300'000}; }
-  // Dedicated if `ranks` ranks fit on this machine's online CPUs, else oversubscribed.
-  static TcpWaitBudget For(int ranks);
-};
 
 class TcpChannel;
 
@@ -87,7 +78,7 @@ class TcpChannel;
 // they made, so it outlives whichever goes first.
 class TcpDriver : public RequestDriver {
  public:
-  TcpDriver(int rank, TcpWaitBudget budget);
+  TcpDriver(int rank, WaitBudget budget);
   TcpDriver(const TcpDriver&) = delete;
   TcpDriver& operator=(const TcpDriver&) = delete;
 
@@ -123,7 +114,7 @@ class TcpDriver : public RequestDriver {
   void Sleep(int64_t timeout_ns, int wake_fd);
 
   const int rank_;
-  const TcpWaitBudget budget_;
+  const WaitBudget budget_;
 
   mutable std::mutex mutex_;                  // guards channels_ (replaced, never changed)
   std::shared_ptr<const ChannelList> channels_;

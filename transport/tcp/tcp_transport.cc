@@ -195,7 +195,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
         rank(ctx.rank),
         io(std::make_shared<asio::io_context>(1)),
         work(asio::make_work_guard(*io)),
-        driver(std::make_shared<TcpDriver>(ctx.rank, TcpWaitBudget::For(ctx.size))),
+        driver(std::make_shared<TcpDriver>(ctx.rank, WaitBudget::For(ctx.size))),
         acceptor(*io),
         accept_retry(*io),
         backstop_timer(*io) {}

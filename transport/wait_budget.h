@@ -1,0 +1,56 @@
+// Waiting for a peer on a caller-driven transport (shared memory, TCP): spin, then yield, then
+// sleep (shm: on a futex; TCP: in poll()).
+//
+// Why three phases (numbers measured on the 2-core development VM, see the anchors README):
+// - A one-way message through shared memory takes ~0.2 us when the receiver spins, while a
+//   futex or condition-variable wake-up costs ~30 us. With one rank per core, a peer that is
+//   about to answer answers within microseconds, so spinning first decides small-message latency.
+// - With more ranks than cores (4-8 ranks on 2 cores) the peer we wait for may not be running at
+//   all; spinning then only steals its core. sched_yield() hands the core to a runnable peer at
+//   once and returns at once when nobody else wants it, so a yielding waiter costs its peers
+//   almost nothing and still answers within microseconds.
+// - Then the waiter sleeps on the futex word of its side of the segment. It first announces
+//   itself (sleepers++), then re-checks; a producer publishes first, then looks at sleepers and
+//   only then pays for FUTEX_WAKE. Both sides use sequentially consistent order for that pair of
+//   operations, so either the sleeper sees the news or the producer sees the sleeper: no lost
+//   wake-up, and no syscall on the fast path. Sleeps are capped at kMaxSleepNs as a safety net.
+// - The phases restart whenever data moves (a message piece, a completion), so a long transfer
+//   in many ring pieces keeps both sides spinning instead of paying a wake-up per piece.
+//
+// How long each phase lasts depends on whether the ranks can have a core each (WaitBudget):
+// - dedicated (communicator size <= online CPUs): spin 100 us -- a 512 KiB ring-allreduce chunk
+//   takes ~50 us, and a yield on a machine that also runs other work (a build, another job) can
+//   hand the core away for milliseconds -- then yield until 2 ms, then sleep;
+// - oversubscribed: no spin -- check once, then yield at once (the peer we wait for is as likely
+//   as not queued behind us on our own core: 4 ranks, 8-byte allreduce, measured 25-37 us with a
+//   5 us spin and 6-8 us without, Open MPI 5.5-7.4 us in the same minutes) -- yield until 300 us
+//   (a few wake-up costs: a wait that outlasts it is long enough that sleeping is cheap by
+//   comparison), then sleep. This is what lets 8 ranks share 2 cores without starving.
+#pragma once
+
+#include <cstdint>
+
+namespace braid::transport {
+
+struct WaitBudget {
+  int64_t spin_ns;   // spin this long after the last progress
+  int64_t yield_ns;  // then yield until this long after it, then sleep
+  static WaitBudget Dedicated() { return {100'000, 2'000'000}; }
+  static WaitBudget Oversubscribed() { return {0, 300'000}; }
+  // Dedicated if `ranks` ranks fit on this machine's online CPUs (an upper bound on the ranks
+  // sharing it), else oversubscribed.
+  static WaitBudget For(int ranks);
+};
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Monotonic nanoseconds (vDSO clock_gettime; ~20 ns).
+int64_t NowNs();
+
+}  // namespace braid::transport
