@@ -9,11 +9,10 @@
 //   all; spinning then only steals its core. sched_yield() hands the core to a runnable peer at
 //   once and returns at once when nobody else wants it, so a yielding waiter costs its peers
 //   almost nothing and still answers within microseconds.
-// - Then the waiter sleeps on the futex word of its side of the segment. It first announces
-//   itself (sleepers++), then re-checks; a producer publishes first, then looks at sleepers and
-//   only then pays for FUTEX_WAKE. Both sides use sequentially consistent order for that pair of
-//   operations, so either the sleeper sees the news or the producer sees the sleeper: no lost
-//   wake-up, and no syscall on the fast path. Sleeps are capped at kMaxSleepNs as a safety net.
+// - Then the waiter sleeps: shm on the futex word of its side of the segment (shm/wait.h), TCP
+//   in poll() on its sockets and an eventfd of its own (tcp/tcp_connection.h). Either way it
+//   announces itself before re-checking, and whoever completes something looks for sleepers
+//   after publishing, so no wake-up is lost and the fast path makes no system call.
 // - The phases restart whenever data moves (a message piece, a completion), so a long transfer
 //   in many ring pieces keeps both sides spinning instead of paying a wake-up per piece.
 //
