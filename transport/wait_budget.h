@@ -27,7 +27,10 @@
 //   comparison), then sleep. This is what lets 8 ranks share 2 cores without starving.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+
+#include "core/deadline.h"
 
 namespace braid::transport {
 
@@ -51,5 +54,13 @@ inline void CpuRelax() {
 
 // Monotonic nanoseconds (vDSO clock_gettime; ~20 ns).
 int64_t NowNs();
+
+// `deadline` on NowNs()'s clock, given `now` = NowNs(); INT64_MAX for a deadline that never comes.
+inline int64_t EndNs(Deadline deadline, int64_t now) {
+  if (deadline.when() == Deadline::Clock::time_point::max()) return INT64_MAX;
+  return now + std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.when() -
+                                                                    Deadline::Clock::now())
+                   .count();
+}
 
 }  // namespace braid::transport

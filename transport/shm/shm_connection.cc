@@ -461,12 +461,8 @@ bool ShmChannel::Poll() {
 void ShmChannel::Progress() { (void)Poll(); }
 
 Status ShmChannel::Wait(const Request& request, Deadline deadline) {
-  const bool forever = deadline.when() == Deadline::Clock::time_point::max();
   int64_t now = NowNs();
-  const int64_t end = forever ? INT64_MAX
-                              : now + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          deadline.when() - Deadline::Clock::now())
-                                          .count();
+  const int64_t end = EndNs(deadline, now);
   // The phases restart whenever data moves: a long transfer in many ring pieces keeps both
   // sides spinning rather than paying a futex wake-up per piece.
   int64_t phase_start = now;

@@ -16,6 +16,7 @@
 namespace braid::transport::shm {
 
 using transport::CpuRelax;
+using transport::EndNs;
 using transport::NowNs;
 using transport::WaitBudget;
 

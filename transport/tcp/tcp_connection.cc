@@ -124,12 +124,8 @@ void TcpDriver::WakeSleepers() {
 }
 
 Status TcpDriver::Wait(const Request& request, Deadline deadline) {
-  const bool forever = deadline.when() == Deadline::Clock::time_point::max();
   int64_t now = NowNs();
-  const int64_t end = forever ? INT64_MAX
-                              : now + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          deadline.when() - Deadline::Clock::now())
-                                          .count();
+  const int64_t end = EndNs(deadline, now);
   // The phases restart whenever data moves, so a long transfer keeps the waiter spinning
   // instead of sleeping between socket buffers.
   int64_t phase_start = now;
