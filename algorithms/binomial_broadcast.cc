@@ -115,13 +115,12 @@ Status RunBinomialBroadcast(const CollectiveContext& ctx, const CollectiveArgs& 
   return BinomialBroadcast(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.root);
 }
 
-// The deepest rank is floor(log2 n) hops from the root (its number has that many bits set), one
-// message latency each; the root sends the whole buffer to each of its ceil(log2 n) children, and
-// with pipelining that serial sending dominates the transfer time.
+// The busiest rank's share of a call (cost::RankShare says why not the path's floor(log2 n)
+// latencies): the root sends the whole buffer to each of its ceil(log2 n) children; a rank with k
+// children (k < ceil(log2 n)) receives it once and sends it k times, never more.
 double BinomialBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  const int depth = cost::FloorLog2(n);
-  return depth * link.latency_us + cost::CeilLog2(n) * cost::Transfer(link, static_cast<double>(bytes));
+  return cost::RankShare(link, cost::CeilLog2(n), static_cast<double>(bytes));
 }
 
 }  // namespace braid::algorithms

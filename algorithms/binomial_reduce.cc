@@ -138,14 +138,13 @@ Status RunBinomialReduce(const CollectiveContext& ctx, const CollectiveArgs& arg
   return BinomialReduce(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.op, args.root);
 }
 
-// The deepest rank is floor(log2 n) hops from the root, one message latency each; the root
-// receives and reduces the whole buffer once per child, ceil(log2 n) times, and with pipelining
-// that serial work dominates.
+// The busiest rank's share of a call (cost::RankShare says why not the path's floor(log2 n)
+// latencies): the root receives and reduces the whole buffer once per child, ceil(log2 n) times.
 double BinomialReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
-  return cost::FloorLog2(n) * link.latency_us +
-         cost::CeilLog2(n) * (cost::Transfer(link, b) + cost::Reduce(link, b));
+  const int children = cost::CeilLog2(n);
+  return cost::RankShare(link, children, b) + children * cost::Reduce(link, b);
 }
 
 }  // namespace braid::algorithms

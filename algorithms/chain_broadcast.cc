@@ -15,7 +15,6 @@
 // Out of place, the root sends from sendbuf and copies it into recvbuf while the chain streams.
 #include "algorithms/chain_broadcast.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "algorithms/cost_model.h"
@@ -55,11 +54,12 @@ Status ChainBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) 
   return prims.Finish();
 }
 
+// The busiest rank's share of a call (cost::RankShare says why not the path's n-1 latencies): a
+// rank inside the chain receives and forwards the whole buffer; at 2 ranks each only sends or
+// receives it.
 double ChainBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  // The cost model does not see BRAID_CHUNK_BYTES; the default chunk stands in for it.
-  const double b = static_cast<double>(bytes);
-  return (n - 1) * link.latency_us + cost::Transfer(link, b + (n - 2) * std::min(b, cost::kChunkBytes));
+  return cost::RankShare(link, n == 2 ? 1 : 2, static_cast<double>(bytes));
 }
 
 }  // namespace braid::algorithms

@@ -17,7 +17,6 @@
 // which the reduction kernel allows.
 #include "algorithms/chain_reduce.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "algorithms/cost_model.h"
@@ -55,12 +54,13 @@ Status ChainReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
   return prims.Finish();
 }
 
+// The busiest rank's share of a call (cost::RankShare says why not the path's n-1 latencies): a
+// rank inside the chain receives the partial, reduces it once and forwards it; at 2 ranks the
+// root only receives and reduces.
 double ChainReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  // The cost model does not see BRAID_CHUNK_BYTES; the default chunk stands in for it.
   const double b = static_cast<double>(bytes);
-  const double moved = b + (n - 2) * std::min(b, cost::kChunkBytes);
-  return (n - 1) * link.latency_us + cost::Transfer(link, moved) + cost::Reduce(link, moved);
+  return cost::RankShare(link, n == 2 ? 1 : 2, b) + cost::Reduce(link, b);
 }
 
 }  // namespace braid::algorithms

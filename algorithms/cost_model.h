@@ -45,6 +45,22 @@ inline double ChunkMessages(const LinkModel& link, int steps, double step_bytes)
   return steps * chunks * link.message_us;
 }
 
+// Microseconds of one rank's share of a rooted collective (broadcast, reduce) that sends or
+// receives `messages` whole buffers of `bytes`, pipelined in chunks.
+//
+// Why rooted collectives are priced by their busiest rank and not by their critical path: nothing
+// flows back to the root, so the root starts call k+1 as soon as its own part of call k is done and
+// back-to-back calls overlap down the chain or tree. What limits them is the rank with the most
+// work per call. Measured (bench/select_check.py, 4 ranks over shared memory, 2026-11-23): 0.5 us
+// per 8-byte broadcast while one message step costs 1-8 us; and up to 2 MiB, where the
+// path-latency model picked the binomial tree, the chain was faster at 9 of 12 sizes (by up to
+// 52%) and never more than 6% slower. The price: an isolated small call on many ranks,
+// whose time is its path (n-1 steps for the chain), is not what is optimised;
+// BRAID_ALGO=broadcast:binomial gives the tree's ceil(lg n) steps there (docs/ALGORITHMS.md).
+inline double RankShare(const LinkModel& link, int messages, double bytes) {
+  return messages * (ChunkMessages(link, 1, bytes) + Transfer(link, bytes));
+}
+
 // ceil(log2(n)) for n >= 1 (0 for n == 1).
 inline int CeilLog2(int n) {
   int steps = 0;

@@ -5,6 +5,8 @@
 // walk the whole registry, so algorithms added later are checked too.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -230,16 +232,33 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
     CHECK(std::string(Pick(Collective::kAllReduce, 1 << 20, 1, none, link)) ==
           NamesFor(Collective::kAllReduce).front());
   }
-  SECTION("small broadcast and reduce: binomial trees; large: pipelined chains") {
-    for (int n : {3, 4, 8, 16}) {
-      CAPTURE(n);
-      CHECK(std::string(Pick(Collective::kBroadcast, 64, n, none, link)) == "binomial");
-      CHECK(std::string(Pick(Collective::kReduce, 64, n, none, link)) == "binomial");
-      if (FindAlgorithm(Collective::kBroadcast, "ring") != nullptr) {
-        CHECK(std::string(Pick(Collective::kBroadcast, size_t{64} << 20, n, none, link)) == "ring");
-      }
-      if (FindAlgorithm(Collective::kReduce, "ring") != nullptr) {
-        CHECK(std::string(Pick(Collective::kReduce, size_t{64} << 20, n, none, link)) == "ring");
+  SECTION("broadcast and reduce: priced by the busiest rank, the chain never loses") {
+    // Hand-computed shares (cost::RankShare): a chain rank handles the buffer twice (once at two
+    // ranks), the binomial root ceil(lg n) times and, for reduce, also reduces it that often.
+    for (int n : {2, 3, 4, 5, 8, 16}) {
+      for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
+        CAPTURE(n, bytes);
+        const double b = static_cast<double>(bytes);
+        const double chunks = std::max(1.0, std::ceil(b / (512 * 1024)));
+        const double one = chunks * link.message_us + b / 1e3 / link.bandwidth_gbps;
+        const double reduce = b / 1e3 / link.reduce_gbps;
+        const int chain_messages = n == 2 ? 1 : 2;
+        const int root_messages = n <= 2 ? 1 : n <= 4 ? 2 : n <= 8 ? 3 : 4;
+        const Algorithm* bcast_ring = FindAlgorithm(Collective::kBroadcast, "ring");
+        const Algorithm* bcast_tree = FindAlgorithm(Collective::kBroadcast, "binomial");
+        const Algorithm* reduce_ring = FindAlgorithm(Collective::kReduce, "ring");
+        const Algorithm* reduce_tree = FindAlgorithm(Collective::kReduce, "binomial");
+        REQUIRE(bcast_ring != nullptr);
+        REQUIRE(bcast_tree != nullptr);
+        REQUIRE(reduce_ring != nullptr);
+        REQUIRE(reduce_tree != nullptr);
+        CHECK(bcast_ring->cost(link, n, bytes) == Approx(chain_messages * one));
+        CHECK(bcast_tree->cost(link, n, bytes) == Approx(root_messages * one));
+        CHECK(reduce_ring->cost(link, n, bytes) == Approx(chain_messages * one + reduce));
+        CHECK(reduce_tree->cost(link, n, bytes) == Approx(root_messages * (one + reduce)));
+        // Ties (n <= 4 for broadcast) go to the chain, registered first.
+        CHECK(std::string(Pick(Collective::kBroadcast, bytes, n, none, link)) == "ring");
+        CHECK(std::string(Pick(Collective::kReduce, bytes, n, none, link)) == "ring");
       }
     }
   }
