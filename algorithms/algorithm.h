@@ -29,6 +29,10 @@ struct LinkModel {
   // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete):
   // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks).
   double message_us = 0.5;
+  // Whether ranks take turns on the CPUs (some host runs more ranks than it has): back-to-back
+  // rooted collectives are then bound by the work of all ranks together, not by the busiest
+  // rank's (cost::RootedCall).
+  bool shared_cores = true;
 };
 
 // The measured model of `transport` ("shm", "tcp"; any other name gets TCP's, which is also what
@@ -56,8 +60,10 @@ struct LinkModel {
 // `oversubscribed`: some host runs more ranks than it has CPUs.
 inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true) {
   const std::string name = transport == nullptr ? "" : transport;
-  if (name == "shm") return LinkModel{oversubscribed ? 8.0 : 1.0, 1.5, 20.0};
-  return LinkModel{10.0, 1.0, 20.0};
+  LinkModel link = name == "shm" ? LinkModel{oversubscribed ? 8.0 : 1.0, 1.5, 20.0}
+                                  : LinkModel{10.0, 1.0, 20.0};
+  link.shared_cores = oversubscribed;
+  return link;
 }
 
 using AlgorithmFn = Status (*)(const CollectiveContext& ctx, const CollectiveArgs& args);

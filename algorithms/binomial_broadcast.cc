@@ -115,12 +115,15 @@ Status RunBinomialBroadcast(const CollectiveContext& ctx, const CollectiveArgs& 
   return BinomialBroadcast(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.root);
 }
 
-// The busiest rank's share of a call (cost::RankShare says why not the path's floor(log2 n)
-// latencies): the root sends the whole buffer to each of its ceil(log2 n) children; a rank with k
-// children (k < ceil(log2 n)) receives it once and sends it k times, never more.
+// Priced by work, not by the path's floor(log2 n) latencies (cost::RootedCall says why): the root
+// sends the whole buffer to each of its ceil(log2 n) children, and a rank with k children
+// (k < ceil(log2 n)) receives it once and sends it k times, never more; all ranks together make
+// the chain's n-1 transfers.
 double BinomialBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  return cost::RankShare(link, cost::CeilLog2(n), static_cast<double>(bytes));
+  const double b = static_cast<double>(bytes);
+  return cost::RootedCall(link, cost::RankShare(link, cost::CeilLog2(n), b),
+                          cost::RankShare(link, 2 * (n - 1), b));
 }
 
 }  // namespace braid::algorithms

@@ -138,13 +138,15 @@ Status RunBinomialReduce(const CollectiveContext& ctx, const CollectiveArgs& arg
   return BinomialReduce(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.op, args.root);
 }
 
-// The busiest rank's share of a call (cost::RankShare says why not the path's floor(log2 n)
-// latencies): the root receives and reduces the whole buffer once per child, ceil(log2 n) times.
+// Priced by work, not by the path's floor(log2 n) latencies (cost::RootedCall says why): the root
+// receives and reduces the whole buffer once per child, ceil(log2 n) times; all ranks together
+// make the chain's n-1 transfers and reductions.
 double BinomialReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
   const int children = cost::CeilLog2(n);
-  return cost::RankShare(link, children, b) + children * cost::Reduce(link, b);
+  return cost::RootedCall(link, children * (cost::RankShare(link, 1, b) + cost::Reduce(link, b)),
+                          cost::RankShare(link, 2 * (n - 1), b) + (n - 1) * cost::Reduce(link, b));
 }
 
 }  // namespace braid::algorithms

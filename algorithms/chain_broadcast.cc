@@ -54,12 +54,14 @@ Status ChainBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) 
   return prims.Finish();
 }
 
-// The busiest rank's share of a call (cost::RankShare says why not the path's n-1 latencies): a
-// rank inside the chain receives and forwards the whole buffer; at 2 ranks each only sends or
-// receives it.
+// Priced by work, not by the path's n-1 latencies (cost::RootedCall says why): a rank inside the
+// chain receives and forwards the whole buffer (at 2 ranks each only sends or receives it); all
+// ranks together make n-1 transfers, each a send and a receive.
 double ChainBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  return cost::RankShare(link, n == 2 ? 1 : 2, static_cast<double>(bytes));
+  const double b = static_cast<double>(bytes);
+  return cost::RootedCall(link, cost::RankShare(link, n == 2 ? 1 : 2, b),
+                          cost::RankShare(link, 2 * (n - 1), b));
 }
 
 }  // namespace braid::algorithms

@@ -54,13 +54,14 @@ Status ChainReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
   return prims.Finish();
 }
 
-// The busiest rank's share of a call (cost::RankShare says why not the path's n-1 latencies): a
-// rank inside the chain receives the partial, reduces it once and forwards it; at 2 ranks the
-// root only receives and reduces.
+// Priced by work, not by the path's n-1 latencies (cost::RootedCall says why): a rank inside the
+// chain receives the partial, reduces it once and forwards it (at 2 ranks the root only receives
+// and reduces); all ranks together make n-1 transfers and n-1 reductions.
 double ChainReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
-  return cost::RankShare(link, n == 2 ? 1 : 2, b) + cost::Reduce(link, b);
+  return cost::RootedCall(link, cost::RankShare(link, n == 2 ? 1 : 2, b) + cost::Reduce(link, b),
+                          cost::RankShare(link, 2 * (n - 1), b) + (n - 1) * cost::Reduce(link, b));
 }
 
 }  // namespace braid::algorithms

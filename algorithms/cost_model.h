@@ -8,6 +8,7 @@
 // selection check that validates them against measured times.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -45,20 +46,31 @@ inline double ChunkMessages(const LinkModel& link, int steps, double step_bytes)
   return steps * chunks * link.message_us;
 }
 
-// Microseconds of one rank's share of a rooted collective (broadcast, reduce) that sends or
-// receives `messages` whole buffers of `bytes`, pipelined in chunks.
-//
-// Why rooted collectives are priced by their busiest rank and not by their critical path: nothing
-// flows back to the root, so the root starts call k+1 as soon as its own part of call k is done and
-// back-to-back calls overlap down the chain or tree. What limits them is the rank with the most
-// work per call. Measured (bench/select_check.py, 4 ranks over shared memory, 2026-11-23): 0.5 us
-// per 8-byte broadcast while one message step costs 1-8 us; and up to 2 MiB, where the
-// path-latency model picked the binomial tree, the chain was faster at 9 of 12 sizes (by up to
-// 52%) and never more than 6% slower. The price: an isolated small call on many ranks,
-// whose time is its path (n-1 steps for the chain), is not what is optimised;
-// BRAID_ALGO=broadcast:binomial gives the tree's ceil(lg n) steps there (docs/ALGORITHMS.md).
+// Microseconds for one rank to send or receive `messages` messages of `bytes` each, each
+// pipelined in chunks: the unit the rooted collectives' cost functions count in.
 inline double RankShare(const LinkModel& link, int messages, double bytes) {
   return messages * (ChunkMessages(link, 1, bytes) + Transfer(link, bytes));
+}
+// Microseconds to copy `bytes` in memory (packing, unpacking): at the reduction loops' rate.
+inline double Copy(const LinkModel& link, double bytes) { return bytes / 1e3 / link.reduce_gbps; }
+
+// The price of one call of a rooted collective (broadcast, reduce, gather, scatter), given the
+// busiest rank's work and all ranks' work together.
+//
+// Why not the critical path (the tree's depth in message latencies): nothing flows back to the
+// root, so the root starts call k+1 as soon as its own part of call k is done, and back-to-back
+// calls overlap down the chain or tree. What bounds them is work, not latency: with a core per rank
+// the busiest rank's; when ranks take turns on the cores, everybody's, which the cores share.
+// Measured on the 2-core development VM (bench/select_check.py, 4 and 8 ranks over shared memory,
+// 2026-11-23): 0.5 us per 8-byte broadcast at 4 ranks while one message step costs 1-8 us; the
+// chain broadcast and reduce faster than the binomial trees at most sizes up to 2 MiB (by up to
+// 52%), where the path model picked the trees; the direct gather and scatter 1.5-3x faster than
+// the binomial ones below 128 KiB, where the path model picked the trees too. Every algorithm of
+// a rooted collective makes the same n-1 transfers, so by total work the trees only add (their
+// forwarding and packing). What this does not optimise is an isolated small call on many ranks,
+// whose time is its path: BRAID_ALGO=<collective>:binomial forces the tree there.
+inline double RootedCall(const LinkModel& link, double busiest_rank, double all_ranks) {
+  return link.shared_cores ? all_ranks : busiest_rank;
 }
 
 // ceil(log2(n)) for n >= 1 (0 for n == 1).
@@ -78,6 +90,29 @@ inline int FloorPow2(int n) {
   int p = 1;
   while (p * 2 <= n) p *= 2;
   return p;
+}
+
+// Gather and scatter (the same transfers, in opposite directions), `bytes` being the whole
+// gathered / scattered buffer, priced by RootedCall.
+// Direct: the root exchanges one block with each of the n-1 others; each of those handles one.
+inline double DirectBlocksCost(const LinkModel& link, int n, double bytes) {
+  const double block = bytes / n;
+  return RootedCall(link, RankShare(link, n - 1, block), RankShare(link, 2 * (n - 1), block));
+}
+// Binomial: ranks renumbered from the root; rank v (v > 0) exchanges its whole subtree,
+// min(lowbit(v), n - v) blocks, with its parent in one message, packed in scratch. The root handles
+// ceil(log2 n) messages carrying the n-1 other blocks and (un)packs the whole buffer; all ranks
+// together move each block once per level it crosses and pack every subtree once.
+inline double BinomialBlocksCost(const LinkModel& link, int n, double bytes) {
+  const double block = bytes / n;
+  double edge_bytes = 0;  // the n-1 subtree messages, summed
+  for (int v = 1; v < n; ++v) edge_bytes += std::min(v & -v, n - v) * block;
+  // Every message is sliced like a block (the tree runs one chunk of every block at a time).
+  const double root =
+      ChunkMessages(link, CeilLog2(n), block) + Transfer(link, (n - 1) * block) + Copy(link, bytes);
+  const double all = ChunkMessages(link, 2 * (n - 1), block) + 2 * Transfer(link, edge_bytes) +
+                     Copy(link, bytes + edge_bytes);
+  return RootedCall(link, root, all);
 }
 
 }  // namespace braid::algorithms::cost

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/scatter.h"
 
 namespace braid::algorithms {
@@ -125,14 +126,11 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   return Status::Ok();
 }
 
-// ⌈log2 n⌉·α + (n-1)/n·bytes·β + 2·bytes/γ: log n steps; blocks are packed and unpacked in memory.
+// Priced by work (cost::RootedCall says why not the tree's ceil(log2 n) steps): see
+// cost::BinomialBlocksCost.
 double BinomialScatterCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  int levels = 0;
-  while ((1 << levels) < n) ++levels;
-  double kb = static_cast<double>(bytes) / 1e3;  // µs·GB/s
-  return levels * link.latency_us + static_cast<double>(n - 1) / n * kb / link.bandwidth_gbps +
-         2 * kb / link.reduce_gbps;
+  return cost::BinomialBlocksCost(link, n, static_cast<double>(bytes));
 }
 
 }  // namespace braid::algorithms

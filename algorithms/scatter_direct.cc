@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/scatter.h"
 
 namespace braid::algorithms {
@@ -62,11 +63,11 @@ Status DirectScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
   return Status::Ok();
 }
 
-// (n-1)·α + (n-1)/n·bytes·β: the root handles n-1 messages and pushes out n-1 blocks.
+// Priced by work (cost::RootedCall says why not the root's n-1 message steps): see
+// cost::DirectBlocksCost.
 double DirectScatterCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  double moved = static_cast<double>(n - 1) / n * static_cast<double>(bytes) / 1e3;  // µs·GB/s
-  return (n - 1) * link.latency_us + moved / link.bandwidth_gbps;
+  return cost::DirectBlocksCost(link, n, static_cast<double>(bytes));
 }
 
 }  // namespace braid::algorithms

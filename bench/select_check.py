@@ -138,14 +138,20 @@ def parse_table(lines):
     return rows
 
 
+# Collectives whose logged count is per rank (or per peer) while the perf table's size is the
+# whole buffer, count x nranks (nccl-tests' convention, bench/collectives.cc).
+PER_RANK_COUNT = {"allgather", "reducescatter", "alltoall", "gather", "scatter"}
+
+
 def parse_picks(stderr, collective, nranks):
-    """{bytes: algorithm} from BRAID_DEBUG=INFO lines of any rank."""
+    """{bytes: algorithm} from BRAID_DEBUG=INFO lines of any rank, keyed like the perf table."""
     picks = {}
+    scale = nranks if collective in PER_RANK_COUNT else 1
     for m in PICK.finditer(stderr):
         coll, count, dtype, n, name = m.groups()
         if coll != collective or int(n) != nranks:
             continue
-        picks[int(count) * TYPE_BYTES.get(dtype, 4)] = name
+        picks[int(count) * scale * TYPE_BYTES.get(dtype, 4)] = name
     return picks
 
 
@@ -235,6 +241,12 @@ def main():
                 present = {n: t for n, t in forced.items() if t is not None}
                 best_name = min(present, key=present.get)
                 sel = best["selector"][size]
+                if size == 0:
+                    # Fewer bytes than ranks x element (gather, scatter, ... split the buffer):
+                    # nothing moves and no algorithm runs, so there is no pick to judge.
+                    print(f"{size:>10} " + " ".join(f"{'-':>9}" for n in names) +
+                          f" {sel:>9.1f} {'-':>9} {'-':>9} {'-':>6}  n/a (empty)")
+                    continue
                 pick = picks.get(size, "?")
                 # The pick is judged by its own forced time, measured in the same interleaved
                 # rounds as the others: the selector's separate run executes the same algorithm,

@@ -232,33 +232,20 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
     CHECK(std::string(Pick(Collective::kAllReduce, 1 << 20, 1, none, link)) ==
           NamesFor(Collective::kAllReduce).front());
   }
-  SECTION("broadcast and reduce: priced by the busiest rank, the chain never loses") {
-    // Hand-computed shares (cost::RankShare): a chain rank handles the buffer twice (once at two
-    // ranks), the binomial root ceil(lg n) times and, for reduce, also reduces it that often.
+  SECTION("rooted collectives: priced by work; on shared cores the chain and direct never lose") {
+    // The measured models are the oversubscribed ones (DefaultLinkModel's default): back-to-back
+    // calls are bound by all ranks' work together. Every algorithm of a rooted collective makes
+    // the same n-1 transfers; the trees add forwarding and packing, so the chain (broadcast,
+    // reduce) and the direct exchange (gather, scatter) win or tie (ties go to the first
+    // registered: ring, direct).
+    REQUIRE(link.shared_cores);
     for (int n : {2, 3, 4, 5, 8, 16}) {
       for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
         CAPTURE(n, bytes);
-        const double b = static_cast<double>(bytes);
-        const double chunks = std::max(1.0, std::ceil(b / (512 * 1024)));
-        const double one = chunks * link.message_us + b / 1e3 / link.bandwidth_gbps;
-        const double reduce = b / 1e3 / link.reduce_gbps;
-        const int chain_messages = n == 2 ? 1 : 2;
-        const int root_messages = n <= 2 ? 1 : n <= 4 ? 2 : n <= 8 ? 3 : 4;
-        const Algorithm* bcast_ring = FindAlgorithm(Collective::kBroadcast, "ring");
-        const Algorithm* bcast_tree = FindAlgorithm(Collective::kBroadcast, "binomial");
-        const Algorithm* reduce_ring = FindAlgorithm(Collective::kReduce, "ring");
-        const Algorithm* reduce_tree = FindAlgorithm(Collective::kReduce, "binomial");
-        REQUIRE(bcast_ring != nullptr);
-        REQUIRE(bcast_tree != nullptr);
-        REQUIRE(reduce_ring != nullptr);
-        REQUIRE(reduce_tree != nullptr);
-        CHECK(bcast_ring->cost(link, n, bytes) == Approx(chain_messages * one));
-        CHECK(bcast_tree->cost(link, n, bytes) == Approx(root_messages * one));
-        CHECK(reduce_ring->cost(link, n, bytes) == Approx(chain_messages * one + reduce));
-        CHECK(reduce_tree->cost(link, n, bytes) == Approx(root_messages * (one + reduce)));
-        // Ties (n <= 4 for broadcast) go to the chain, registered first.
         CHECK(std::string(Pick(Collective::kBroadcast, bytes, n, none, link)) == "ring");
         CHECK(std::string(Pick(Collective::kReduce, bytes, n, none, link)) == "ring");
+        CHECK(std::string(Pick(Collective::kGather, bytes, n, none, link)) == "direct");
+        CHECK(std::string(Pick(Collective::kScatter, bytes, n, none, link)) == "direct");
       }
     }
   }
@@ -267,6 +254,59 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
     std::string pick = Pick(Collective::kAllReduce, 8, 4, policy, link);
     CHECK(pick != "rd");
     CHECK(pick != "tree");
+  }
+}
+
+TEST_CASE("rooted collectives with a core per rank: the busiest rank's work", "[selector][select]") {
+  const AlgorithmPolicy none;
+  LinkModel link = DefaultLinkModel("shm", /*oversubscribed=*/false);
+  REQUIRE_FALSE(link.shared_cores);
+  const Algorithm* bcast_ring = FindAlgorithm(Collective::kBroadcast, "ring");
+  const Algorithm* bcast_tree = FindAlgorithm(Collective::kBroadcast, "binomial");
+  const Algorithm* reduce_ring = FindAlgorithm(Collective::kReduce, "ring");
+  const Algorithm* reduce_tree = FindAlgorithm(Collective::kReduce, "binomial");
+  const Algorithm* gather_direct = FindAlgorithm(Collective::kGather, "direct");
+  const Algorithm* gather_tree = FindAlgorithm(Collective::kGather, "binomial");
+  REQUIRE(bcast_ring != nullptr);
+  REQUIRE(bcast_tree != nullptr);
+  REQUIRE(reduce_ring != nullptr);
+  REQUIRE(reduce_tree != nullptr);
+  REQUIRE(gather_direct != nullptr);
+  REQUIRE(gather_tree != nullptr);
+  SECTION("hand-computed shares") {
+    for (int n : {2, 3, 4, 5, 8, 16}) {
+      for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
+        CAPTURE(n, bytes);
+        const double b = static_cast<double>(bytes);
+        // One pipelined message of the whole buffer: per-chunk overhead plus the transfer.
+        const double chunks = std::max(1.0, std::ceil(b / (512 * 1024)));
+        const double one = chunks * link.message_us + b / 1e3 / link.bandwidth_gbps;
+        const double reduce = b / 1e3 / link.reduce_gbps;
+        // A chain rank receives and forwards (only one of the two at 2 ranks); the binomial root
+        // has ceil(lg n) children.
+        const int chain_messages = n == 2 ? 1 : 2;
+        const int root_children = n <= 2 ? 1 : n <= 4 ? 2 : n <= 8 ? 3 : 4;
+        CHECK(bcast_ring->cost(link, n, bytes) == Approx(chain_messages * one));
+        CHECK(bcast_tree->cost(link, n, bytes) == Approx(root_children * one));
+        CHECK(reduce_ring->cost(link, n, bytes) == Approx(chain_messages * one + reduce));
+        CHECK(reduce_tree->cost(link, n, bytes) == Approx(root_children * (one + reduce)));
+      }
+    }
+  }
+  SECTION("small gathers from 4 ranks: the tree's root handles ceil(lg n) messages, not n-1") {
+    for (int n : {4, 8, 16}) {
+      CAPTURE(n);
+      CHECK(std::string(Pick(Collective::kGather, 64, n, none, link)) == "binomial");
+      CHECK(std::string(Pick(Collective::kScatter, 64, n, none, link)) == "binomial");
+      // Large: the tree's packing copies cost more than the messages it saves.
+      CHECK(std::string(Pick(Collective::kGather, size_t{64} << 20, n, none, link)) == "direct");
+    }
+    // Two ranks: one message either way, and the tree also packs.
+    CHECK(std::string(Pick(Collective::kGather, 64, 2, none, link)) == "direct");
+    // A direct gather at 8 ranks: the root handles 7 one-block messages.
+    const double block = 8 * 1024.0 / 8;
+    CHECK(gather_direct->cost(link, 8, 8 * 1024) ==
+          Approx(7 * (link.message_us + block / 1e3 / link.bandwidth_gbps)));
   }
 }
 
