@@ -22,7 +22,9 @@ braidResult_t RunCollective(const std::string& op, braidComm_t comm, std::vector
                             std::vector<float>& recv) {
   if (op == "allreduce") return braidAllReduce(send.data(), recv.data(), kCount, braidFloat32, braidSum, comm, nullptr);
   if (op == "broadcast") return braidBroadcast(send.data(), recv.data(), kCount, braidFloat32, 0, comm, nullptr);
-  if (op == "reduce") return braidReduce(send.data(), recv.data(), kCount, braidFloat32, braidSum, 0, comm, nullptr);
+  // Root 1: every reduce algorithm then sends over the dropping link 0 -> 1 (the chain runs
+  // 2 -> 0 -> 1; rooted at 0 it would run 1 -> 2 -> 0 and never touch it).
+  if (op == "reduce") return braidReduce(send.data(), recv.data(), kCount, braidFloat32, braidSum, 1, comm, nullptr);
   if (op == "allgather") return braidAllGather(send.data(), recv.data(), kCount / 3, braidFloat32, comm, nullptr);
   if (op == "reducescatter") return braidReduceScatter(send.data(), recv.data(), kCount / 3, braidFloat32, braidSum, comm, nullptr);
   if (op == "alltoall") return braidAllToAll(send.data(), recv.data(), kCount / 3, braidFloat32, comm, nullptr);
