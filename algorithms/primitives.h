@@ -50,8 +50,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
@@ -59,6 +61,66 @@
 #include "transport/connection.h"
 
 namespace braid::algorithms {
+
+// A first-in first-out queue that keeps its first N (a power of two) entries inside the object
+// and moves to the heap only beyond that.
+//
+// Why not std::deque: libstdc++'s deque allocates its map and a first node when it is
+// constructed, and a Primitives is built for every collective call, so its two queues cost four
+// heap operations even on an 8-byte broadcast. The queues hold a few entries in practice (at most
+// kWindow moves with a receive, and the sends between them), so the heap is only a safety net
+// for schedules that queue more; entries keep their order across the move to the heap. Slots
+// are raw storage, so an empty queue costs nothing to build or destroy.
+template <typename T, size_t N>
+class InlineFifo {
+  static_assert(N > 0 && (N & (N - 1)) == 0, "N must be a power of two");
+
+ public:
+  InlineFifo() = default;
+  InlineFifo(const InlineFifo&) = delete;
+  InlineFifo& operator=(const InlineFifo&) = delete;
+  ~InlineFifo() {
+    while (size_ > 0) pop_front();
+    if (data_ != Inline()) ::operator delete(data_);
+  }
+
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  T& front() { return data_[head_]; }
+  void push_back(T value) {
+    if (size_ == capacity_) Grow();
+    new (&data_[(head_ + size_) & (capacity_ - 1)]) T(std::move(value));
+    ++size_;
+  }
+  void pop_front() {
+    data_[head_].~T();
+    head_ = (head_ + 1) & (capacity_ - 1);
+    --size_;
+  }
+
+ private:
+  T* Inline() { return reinterpret_cast<T*>(inline_); }
+  void Grow() {
+    const size_t capacity = 2 * capacity_;
+    T* grown = static_cast<T*>(::operator new(capacity * sizeof(T)));
+    for (size_t i = 0; i < size_; ++i) {
+      T& entry = data_[(head_ + i) & (capacity_ - 1)];
+      new (&grown[i]) T(std::move(entry));
+      entry.~T();
+    }
+    if (data_ != Inline()) ::operator delete(data_);
+    data_ = grown;
+    capacity_ = capacity;
+    head_ = 0;
+  }
+
+  static_assert(alignof(T) <= alignof(std::max_align_t), "over-aligned entries");
+  alignas(T) unsigned char inline_[N * sizeof(T)];
+  T* data_ = Inline();
+  size_t capacity_ = N;
+  size_t head_ = 0;  // index of the front entry in data_
+  size_t size_ = 0;
+};
 
 // Elements [offset, offset + count) of a buffer.
 struct Span {
@@ -155,11 +217,11 @@ class Primitives {
   transport::Connection* next_ = nullptr;
 
   Status status_;
-  std::deque<Op> queue_;           // moves called but not yet carried out, in call order
+  InlineFifo<Op, 8> queue_;        // moves called but not yet carried out, in call order
   size_t pending_recvs_ = 0;       // moves in queue_ with a receive
   uint64_t recv_messages_ = 0;     // receives posted so far (the next message number from prev)
   uint64_t send_messages_ = 0;     // sends posted so far (the next message number to next)
-  std::deque<PendingSend> sends_;  // posted sends not yet seen complete, oldest first
+  InlineFifo<PendingSend, 8> sends_;  // posted sends not yet seen complete, oldest first
 
   char* slots_ = nullptr;  // kSlots * chunk_elems_ elements of ctx.scratch, taken on first use
   PendingSend slot_sends_[kSlots];

@@ -70,8 +70,13 @@ class Exchanger {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
     transport::RequestPtr recv_request, send_request;
     const uint64_t tag = MessageTag(ctx_.sequence, index);
-    if (recv_bytes > 0) recv_request = connection->PostRecv(recv, recv_bytes, tag);
+    // The send is posted first: both partners wait for each other's message, so the time a rank
+    // spends between its partner's data landing and its own send leaving is paid by the partner
+    // on every step. Posting a receive costs a request allocation on most transports and can wait
+    // until our data is on its way; connections keep a message that arrives first until its
+    // receive is posted, so the order changes nothing on the wire.
     if (send_bytes > 0) send_request = connection->PostSend(send, send_bytes, tag);
+    if (recv_bytes > 0) recv_request = connection->PostRecv(recv, recv_bytes, tag);
     if (recv_request) {
       Status status = recv_request->Wait(ctx_.deadline);
       if (!status.ok()) return Fail(status, "receiving from", peer);

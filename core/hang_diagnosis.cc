@@ -26,31 +26,56 @@ std::string Join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+void ProgressBoard::BeginWrite() {
+  version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // Keeps the field stores below from becoming visible before the odd version.
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void ProgressBoard::EndWrite() {
+  version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 void ProgressBoard::Enter(uint64_t sequence, const char* op, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  sequence_ = static_cast<int64_t>(sequence);
-  op_ = op;
-  bytes_ = bytes;
-  active_ = true;
+  BeginWrite();
+  sequence_.store(static_cast<int64_t>(sequence), std::memory_order_relaxed);
+  op_.store(op, std::memory_order_relaxed);
+  bytes_.store(bytes, std::memory_order_relaxed);
+  active_.store(true, std::memory_order_relaxed);
+  EndWrite();
 }
 
 void ProgressBoard::Leave() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  active_ = false;
+  BeginWrite();
+  active_.store(false, std::memory_order_relaxed);
+  EndWrite();
+}
+
+ProgressBoard::Snapshot ProgressBoard::Read() const {
+  for (;;) {
+    const uint64_t before = version_.load(std::memory_order_acquire);
+    if (before % 2 == 0) {
+      Snapshot snapshot{sequence_.load(std::memory_order_relaxed),
+                        op_.load(std::memory_order_relaxed),
+                        bytes_.load(std::memory_order_relaxed),
+                        active_.load(std::memory_order_relaxed)};
+      // Keeps the field loads above from moving after the second version load.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version_.load(std::memory_order_relaxed) == before) return snapshot;
+    }
+    std::this_thread::yield();  // the writer is between its two version stores
+  }
 }
 
 std::string ProgressBoard::Describe() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (sequence_ < 0) return "idle; has entered no collective yet";
-  std::string what = std::string(op_) + " #" + std::to_string(sequence_) + " (" +
-                     std::to_string(bytes_) + " bytes)";
-  return active_ ? "in " + what : "idle; last entered " + what;
+  const Snapshot now = Read();
+  if (now.sequence < 0) return "idle; has entered no collective yet";
+  std::string what = std::string(now.op) + " #" + std::to_string(now.sequence) + " (" +
+                     std::to_string(now.bytes) + " bytes)";
+  return now.active ? "in " + what : "idle; last entered " + what;
 }
 
-int64_t ProgressBoard::LastSequence() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return sequence_;
-}
+int64_t ProgressBoard::LastSequence() const { return sequence_.load(std::memory_order_acquire); }
 
 Result<std::unique_ptr<HangDiagnosis>> HangDiagnosis::Start(
     std::shared_ptr<rendezvous::Store> own_store, std::shared_ptr<rendezvous::Store> store,

@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -25,6 +24,16 @@
 namespace braid {
 
 // Where one rank is, updated on every operation; read by the diagnosis thread.
+//
+// Why a sequence lock rather than a mutex: Enter and Leave run twice per collective on the
+// caller's thread, where a sub-microsecond call cannot spare two lock/unlock pairs, while the
+// reader (the diagnosis thread) only reads when asked, after a timeout. The writer therefore
+// only stores: it makes `version_` odd, writes the fields, and makes it even again; a reader
+// retries until it saw the same even version before and after reading the fields, so it never
+// reports a half-written state.
+//
+// Thread safety: one writer at a time (the communicator calls Enter/Leave under its operation
+// lock); readers from any thread.
 class ProgressBoard {
  public:
   void Enter(uint64_t sequence, const char* op, size_t bytes);
@@ -35,11 +44,22 @@ class ProgressBoard {
   int64_t LastSequence() const;
 
  private:
-  mutable std::mutex mutex_;  // guards the fields below
-  int64_t sequence_ = -1;
-  const char* op_ = "";
-  size_t bytes_ = 0;
-  bool active_ = false;
+  struct Snapshot {
+    int64_t sequence;
+    const char* op;
+    size_t bytes;
+    bool active;
+  };
+  // A consistent copy of the fields (see the class comment).
+  Snapshot Read() const;
+  void BeginWrite();
+  void EndWrite();
+
+  std::atomic<uint64_t> version_{0};  // odd while the writer is between BeginWrite and EndWrite
+  std::atomic<int64_t> sequence_{-1};
+  std::atomic<const char*> op_{""};
+  std::atomic<size_t> bytes_{0};
+  std::atomic<bool> active_{false};
 };
 
 class HangDiagnosis {

@@ -37,6 +37,7 @@ char* RingWriter::Reserve(uint64_t min_payload, uint64_t max_payload, uint64_t* 
       return data_ + sizeof(RecordHeader);
     }
   }
+  PublishHead();  // the producer waits for the consumer here: show how far it got
   return nullptr;
 }
 
@@ -57,9 +58,20 @@ void RingWriter::Publish(uint64_t position, RecordKind kind, uint32_t length, ui
 
 void RingWriter::Commit(RecordKind kind, uint32_t length, uint64_t tag, uint64_t total) {
   Publish(head_, kind, length, tag, total);
+  const uint64_t before = head_;
   head_ += RecordBytes(length);
-  control_->head.store(head_, std::memory_order_release);
+  // control_->head is informational (nobody reads it to find records), and it shares its cache
+  // line with want_doorbell, which the consumer reads after every record it consumes. Storing it
+  // per record made that line bounce between the cores twice per message (the producer's store,
+  // then the consumer's load), a cache miss on each side of every small message. It is therefore
+  // published once per quarter of the ring, and whenever the producer finds the ring full
+  // (PublishHead), which is when someone reading a core dump wants to know where it stood.
+  // (capacity_ is a power of two: head crossed a quarter boundary iff a bit at or above the
+  // quarter's changed.)
+  if (((before ^ head_) & ~(capacity_ / 4 - 1)) != 0) PublishHead();
 }
+
+void RingWriter::PublishHead() { control_->head.store(head_, std::memory_order_release); }
 
 const RecordHeader* RingReader::Peek() {
   for (;;) {

@@ -61,6 +61,10 @@ class RingWriter {
   char* Reserve(uint64_t min_payload, uint64_t max_payload, uint64_t* granted);
   // Publishes the record reserved last with `length` <= granted payload bytes.
   void Commit(RecordKind kind, uint32_t length, uint64_t tag, uint64_t total);
+  // Stores the bytes published so far in the ring's (informational) head; Commit does so once
+  // per quarter of the ring and Reserve whenever it finds no room (see ring.cc for why not on
+  // every record).
+  void PublishHead();
   // Largest payload one record may carry (a quarter of the ring: pieces keep both sides busy).
   uint64_t max_record_payload() const { return capacity_ / 4 - sizeof(RecordHeader); }
 

@@ -40,8 +40,10 @@ struct SideControl {
 // Per direction; the ring data lives after the header.
 struct RingControl {
   // ---- producer's line ----
-  // Bytes published so far (monotonic). The consumer finds records by their stamps, so head is
-  // informational: it lets a reader of a core dump see how far the producer got.
+  // Bytes published as of the producer's last quarter-ring crossing or last wait for room
+  // (monotonic; RingWriter::Commit says why not after every record). The consumer finds records
+  // by their stamps, so head is informational: it lets a reader of a core dump see how far the
+  // producer got.
   alignas(kCacheLine) std::atomic<uint64_t> head;
   // Set by the producer when sends wait for ring space and no thread may be polling: the consumer
   // then rings the doorbell (one byte on the Unix socket) after freeing space, so the producer's

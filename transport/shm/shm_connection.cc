@@ -24,6 +24,12 @@ namespace {
 // small messages are never split and large ones stream without tiny fragments.
 constexpr uint64_t kMinPiece = 4096;
 
+// A finished request's status for a waiter. Most finish OK, and a fresh OK status is cheaper
+// than copying one (no string copy); this runs once per message waited for.
+Status OutcomeOf(const Request& request) {
+  return request.status().ok() ? Status::Ok() : request.status();
+}
+
 RequestPtr FinishedRequest(const Status& status) {
   auto request = std::make_shared<Request>();
   request->Complete(status);
@@ -87,9 +93,9 @@ std::string ShmChannel::MismatchMessage(uint64_t want_tag, uint64_t want_bytes, 
          std::to_string(bytes) + " bytes";
 }
 
-// Callers run WakePeer() first: its sequentially consistent fence orders our tail store before
-// this load, pairing with the producer's arm-then-recheck (ArmDoorbellLocked), so either the
-// producer sees the space or we see its request.
+// Callers run a sequentially consistent fence first (WakePeer's, or ProgressRecvLocked's own):
+// it orders our tail store before this load, pairing with the producer's arm-then-recheck
+// (ArmDoorbellLocked), so either the producer sees the space or we see its request.
 void ShmChannel::RingDoorbellIfAsked() {
   if (in_->want_doorbell.load(std::memory_order_relaxed) != 0 &&
       in_->want_doorbell.exchange(0, std::memory_order_seq_cst) != 0) {
@@ -100,6 +106,20 @@ void ShmChannel::RingDoorbellIfAsked() {
 
 void ShmChannel::WakeSelf() { WakeIfSleeping(&own_->wake_seq, &own_->sleepers); }
 void ShmChannel::WakePeer() { WakeIfSleeping(&other_->wake_seq, &other_->sleepers); }
+
+// WakeIfSleeping without its fence, for a caller that has just run one (ProgressRecvLocked wakes
+// both sides after one fence instead of paying one per side on every message it completes).
+void ShmChannel::WakeSleepersFenced(SideControl* side) {
+  if (side->sleepers.load(std::memory_order_relaxed) == 0) return;
+  side->wake_seq.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&side->wake_seq);
+}
+
+// Every writer of recv_work_ holds recv_mutex_ (only Poll reads it without), so a plain load
+// and store do what an atomic add would, without the locked instruction on every message.
+void ShmChannel::AddRecvWorkLocked(int delta) {
+  recv_work_.store(recv_work_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
 
 bool ShmChannel::SocketHungUp() const {
   pollfd pfd{socket_, POLLRDHUP, 0};
@@ -329,7 +349,7 @@ bool ShmChannel::ProgressRecvLocked() {
         if (active_offset_ == active_.bytes) {
           active_.request->Complete(Status::Ok());
           active_ = RecvOp{};
-          recv_work_.fetch_sub(1, std::memory_order_relaxed);
+          AddRecvWorkLocked(-1);
           completed = true;
         }
       } else if (discarding_ && length <= discard_left_) {
@@ -361,7 +381,7 @@ bool ShmChannel::ProgressRecvLocked() {
       Status status = Status::Internal(MismatchMessage(op.tag, op.bytes, tag, total));
       BRAID_LOG(kWarn, rank_) << status.message();
       op.request->Complete(status);
-      recv_work_.fetch_sub(1, std::memory_order_relaxed);
+      AddRecvWorkLocked(-1);
       completed = true;
       if (kind == RecordKind::kRemote) {
         ++remote_acked_;  // the sender's send still completes, as it would over TCP
@@ -378,7 +398,7 @@ bool ShmChannel::ProgressRecvLocked() {
         BRAID_LOG(kWarn, rank_) << status.message();
       }
       op.request->Complete(std::move(status));
-      recv_work_.fetch_sub(1, std::memory_order_relaxed);
+      AddRecvWorkLocked(-1);
       completed = true;
       ++remote_acked_;
       acked = true;
@@ -386,7 +406,7 @@ bool ShmChannel::ProgressRecvLocked() {
       if (length > 0) std::memcpy(op.data, RingReader::Payload(record), length);
       if (length == total) {
         op.request->Complete(Status::Ok());
-        recv_work_.fetch_sub(1, std::memory_order_relaxed);
+        AddRecvWorkLocked(-1);
         completed = true;
       } else {
         active_ = std::move(op);
@@ -397,10 +417,6 @@ bool ShmChannel::ProgressRecvLocked() {
     consumed = true;
   }
   if (acked) in_->remote_done.store(remote_acked_, std::memory_order_release);
-  if (consumed) {
-    WakePeer();  // space freed, remote copies done: the producer may be waiting for either
-    RingDoorbellIfAsked();
-  }
   if (!recv_failure_.ok()) {
     BRAID_LOG(kWarn, rank_) << recv_failure_.message();
     FailReceivesLocked(recv_failure_);
@@ -410,7 +426,17 @@ bool ShmChannel::ProgressRecvLocked() {
     FailReceivesLocked(recv_failure_);
     completed = true;
   }
-  if (completed) WakeSelf();  // another thread of ours may sleep on one of these requests
+  if (consumed || completed) {
+    // One fence for both wake-ups (see WakeIfSleeping): it orders our tail store and the
+    // completions above before the sleeper checks, and RingDoorbellIfAsked relies on it too.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (consumed) {
+      WakeSleepersFenced(other_);  // space freed, remote copies done: the producer may wait
+      RingDoorbellIfAsked();
+    }
+    // Another thread of ours may sleep on one of these requests.
+    if (completed) WakeSleepersFenced(own_);
+  }
   return consumed || completed;
 }
 
@@ -431,7 +457,7 @@ RequestPtr ShmChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
   }
   auto request = std::make_shared<Request>(shared_from_this());
   recv_queue_.push_back(RecvOp{request, static_cast<char*>(data), bytes, tag});
-  recv_work_.fetch_add(1, std::memory_order_relaxed);
+  AddRecvWorkLocked(1);
   (void)ProgressRecvLocked();
   return request;
 }
@@ -461,6 +487,10 @@ bool ShmChannel::Poll() {
 void ShmChannel::Progress() { (void)Poll(); }
 
 Status ShmChannel::Wait(const Request& request, Deadline deadline) {
+  // One look before reading any clock: small messages often have arrived by the time their
+  // receive is waited for, and the two clock reads below would then be all the wait costs.
+  (void)Poll();
+  if (request.IsDone()) return OutcomeOf(request);
   int64_t now = NowNs();
   const int64_t end = EndNs(deadline, now);
   // The phases restart whenever data moves: a long transfer in many ring pieces keeps both
@@ -468,7 +498,7 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
   int64_t phase_start = now;
   for (int i = 0;; ++i) {
     const bool moved = Poll();
-    if (request.IsDone()) return request.status();
+    if (request.IsDone()) return OutcomeOf(request);
     if (moved || (i & 15) == 15) {
       now = NowNs();
       if (moved) phase_start = now;

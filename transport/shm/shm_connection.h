@@ -165,6 +165,10 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
 
   void WakeSelf();
   void WakePeer();
+  // Wakes `side`'s sleepers, if any; the caller has just run a sequentially consistent fence.
+  void WakeSleepersFenced(SideControl* side);
+  // recv_work_ += delta, with recv_mutex_ held.
+  void AddRecvWorkLocked(int delta);
   // After consuming: if the producer asked for a doorbell, ring it (one byte on the socket).
   void RingDoorbellIfAsked();
 
