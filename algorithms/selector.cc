@@ -156,4 +156,18 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
   return best;
 }
 
+Result<const Algorithm*> CachedSelector::Select(const CollectiveArgs& args) {
+  const int kind = static_cast<int>(args.kind);
+  if (kind < 0 || kind >= kNumCollectives) return SelectAlgorithm(args, nranks_, policy_, link_);
+  Choice& last = last_[kind];
+  if (last.valid && last.count == args.count && last.type == args.type && last.op == args.op &&
+      last.root == args.root) {
+    return last.algorithm;
+  }
+  Result<const Algorithm*> algorithm = SelectAlgorithm(args, nranks_, policy_, link_);
+  if (!algorithm.ok()) return algorithm;
+  last = Choice{true, args.count, args.type, args.op, args.root, algorithm.value()};
+  return algorithm;
+}
+
 }  // namespace braid::algorithms

@@ -21,6 +21,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -58,5 +59,38 @@ class AlgorithmPolicy {
 // is allowed. InvalidArgument, naming the collective and BRAID_ALGO, if none is allowed.
 Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
                                          const AlgorithmPolicy& policy, const LinkModel& link);
+
+// SelectAlgorithm for one communicator, remembering the last answer per collective.
+//
+// Why: the choice depends only on the arguments that reach the cost model (count, type, op,
+// root; never the buffers) and on the policy, rank count and link model, which are fixed for a
+// communicator's life; evaluating every cost function on every call is measurable on small
+// collectives, whose whole call is well under a microsecond, and training loops repeat the same
+// call. Every rank reuses an answer it would recompute identically, so ranks still agree.
+//
+// Thread safety: none (the communicator calls it under its operation lock).
+class CachedSelector {
+ public:
+  CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link)
+      : nranks_(nranks), policy_(std::move(policy)), link_(link) {}
+  // SelectAlgorithm(args, nranks, policy, link), from the cache when the last call of this
+  // collective had the same arguments. Errors are returned, not remembered.
+  Result<const Algorithm*> Select(const CollectiveArgs& args);
+  const LinkModel& link() const { return link_; }
+
+ private:
+  struct Choice {
+    bool valid = false;
+    size_t count = 0;
+    DataType type = DataType::kFloat32;
+    ReduceOp op = ReduceOp::kSum;
+    int root = 0;
+    const Algorithm* algorithm = nullptr;
+  };
+  const int nranks_;
+  const AlgorithmPolicy policy_;
+  const LinkModel link_;
+  Choice last_[kNumCollectives];
+};
 
 }  // namespace braid::algorithms

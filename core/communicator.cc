@@ -135,9 +135,9 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   }
   BRAID_LOG(kInfo, comm->rank_) << "communicator ready: " << comm->size_ << " ranks, comm id "
                                 << std::hex << comm->comm_id_ << std::dec << ", cost model: latency "
-                                << comm->link_model_.latency_us << " us, bandwidth "
-                                << comm->link_model_.bandwidth_gbps << " GB/s, reduce "
-                                << comm->link_model_.reduce_gbps << " GB/s";
+                                << comm->selector_.link().latency_us << " us, bandwidth "
+                                << comm->selector_.link().bandwidth_gbps << " GB/s, reduce "
+                                << comm->selector_.link().reduce_gbps << " GB/s";
   return comm;
 }
 
@@ -153,8 +153,7 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       peers_(std::move(peers)),
       links_(std::move(links)),
       pool_ranks_(std::move(pool_ranks)),
-      algorithm_policy_(std::move(policy)),
-      link_model_(JobLinkModel(peers_, links_->transports())),
+      selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports())),
       open_store_(std::move(options.open_store)) {}
 
 Communicator::~Communicator() = default;
@@ -343,30 +342,13 @@ Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) 
   return status;
 }
 
-Result<const algorithms::Algorithm*> Communicator::ChooseAlgorithm(
-    const algorithms::CollectiveArgs& args) {
-  const int kind = static_cast<int>(args.kind);
-  if (kind < 0 || kind >= algorithms::kNumCollectives) {
-    return algorithms::SelectAlgorithm(args, size_, algorithm_policy_, link_model_);
-  }
-  Choice& last = choices_[kind];
-  if (last.valid && last.count == args.count && last.type == args.type && last.op == args.op &&
-      last.root == args.root) {
-    return last.algorithm;
-  }
-  auto algorithm = algorithms::SelectAlgorithm(args, size_, algorithm_policy_, link_model_);
-  if (!algorithm.ok()) return algorithm;  // errors are not remembered: they are rare and cheap
-  last = Choice{true, args.count, args.type, args.op, args.root, algorithm.value()};
-  return algorithm;
-}
-
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
   // communicator sharing these links slips in between them.
   std::lock_guard<std::mutex> lane(links_->lane());
   BRAID_RETURN_IF_ERROR(CheckUsable());
-  auto algorithm = ChooseAlgorithm(args);
+  auto algorithm = selector_.Select(args);
   if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
   const uint64_t sequence = next_sequence_++;
   BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " #" << sequence << " count "

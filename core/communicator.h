@@ -149,30 +149,11 @@ class Communicator {
   // its lane is held for the whole of each operation.
   const std::shared_ptr<LinkPool> links_;
   const std::vector<int> pool_ranks_;  // this communicator's rank r is rank pool_ranks_[r] there
-  const algorithms::AlgorithmPolicy algorithm_policy_;
-  const algorithms::LinkModel link_model_;
-
-  // The algorithm SelectAlgorithm chose last for each collective kind, and for which arguments.
-  // The choice depends only on the arguments (never on the buffers) and on policy, rank count
-  // and link model, which are fixed for the communicator's life; reusing it saves evaluating
-  // every cost model on each call (measurable on small collectives, where the whole call is
-  // well under a microsecond). Every rank reuses an answer it would recompute identically, so
-  // ranks still agree on the algorithm.
-  struct Choice {
-    bool valid = false;
-    size_t count = 0;
-    DataType type = DataType::kFloat32;
-    ReduceOp op = ReduceOp::kSum;
-    int root = 0;
-    const algorithms::Algorithm* algorithm = nullptr;
-  };
-  // Returns the selector's answer for `args`, from choices_ when the last call of this kind
-  // had the same arguments. Called with op_mutex_ held.
-  Result<const algorithms::Algorithm*> ChooseAlgorithm(const algorithms::CollectiveArgs& args);
+  // The job's link model (also the cost model's) and the algorithm choice; guarded by op_mutex_.
+  algorithms::CachedSelector selector_;
 
   // Lock order: op_mutex_, then links_->lane(), then error_mutex_.
   std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
-  Choice choices_[algorithms::kNumCollectives];
   std::vector<char> scratch_;
   uint64_t next_sequence_ = 0;
   uint64_t splits_ = 0;  // every rank splits in the same order, so the k-th split matches

@@ -384,4 +384,50 @@ TEST_CASE("a bad BRAID_ALGO fails communicator creation, naming it", "[env]") {
   CHECK(error.find("nosuch") != std::string::npos);
 }
 
+
+TEST_CASE("the cached selector answers what the selector would, call after call", "[selector]") {
+  // A sequence that repeats arguments (served from the cache) and changes each of them in turn
+  // (count, type, op, root, collective), checked against a fresh SelectAlgorithm every time.
+  const LinkModel link = DefaultLinkModel("shm");
+  const AlgorithmPolicy policy = MustParse(GENERATE(std::string(""), std::string("allreduce:^rd")));
+  const int n = GENERATE(2, 4, 5);
+  CachedSelector cached(n, policy, link);
+  struct Call {
+    Collective kind;
+    size_t count;
+    DataType type;
+    ReduceOp op;
+    int root;
+  };
+  const std::vector<Call> calls = {
+      {Collective::kAllReduce, 2, DataType::kFloat32, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 2, DataType::kFloat32, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 4 << 20, DataType::kFloat32, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 2, DataType::kFloat32, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 2, DataType::kFloat64, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 2, DataType::kFloat64, ReduceOp::kMax, 0},
+      {Collective::kBroadcast, 1 << 10, DataType::kFloat32, ReduceOp::kSum, 1},
+      {Collective::kAllReduce, 2, DataType::kFloat64, ReduceOp::kMax, 0},
+      {Collective::kGather, 1 << 10, DataType::kInt8, ReduceOp::kSum, 1},
+      {Collective::kGather, 1 << 10, DataType::kInt8, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 1 << 20, DataType::kInt8, ReduceOp::kSum, 0},
+      {Collective::kAllReduce, 1 << 20, DataType::kFloat64, ReduceOp::kSum, 0},
+  };
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CAPTURE(n, i);
+    CollectiveArgs args;
+    args.kind = calls[i].kind;
+    args.count = calls[i].count;
+    args.type = calls[i].type;
+    args.op = calls[i].op;
+    args.root = calls[i].root;
+    Result<const Algorithm*> want = SelectAlgorithm(args, n, policy, link);
+    Result<const Algorithm*> got = cached.Select(args);
+    REQUIRE(want.ok());
+    REQUIRE(got.ok());
+    CHECK(std::string(got.value()->name) == want.value()->name);
+    CHECK(got.value()->kind == args.kind);
+  }
+}
+
 }  // namespace braid::algorithms
