@@ -19,12 +19,25 @@ leaked=$(nm -D --defined-only "$prefix/lib/libbraid.so" | awk '$2 != "u" {print 
          grep -v '^braid' | grep -v -E 'tid|keyword_tss_ptr' || true)
 [ -z "$leaked" ] || { echo "FAIL: libbraid.so exports non-braid symbols:"; echo "$leaked"; exit 1; }
 
-port=$(( 20000 + RANDOM % 20000 ))
-pids=()
-for r in 0 1 2; do
-  LD_LIBRARY_PATH="$prefix/lib" RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    BRAID_TIMEOUT_MS=60000 timeout 120 "$work/example" > "$work/out.$r" 2>&1 &
-  pids+=($!)
+# A random port below Linux's ephemeral range (32768 and up), so that outgoing connections of
+# other programs cannot hold it; if something listens there anyway, rank 0 says so at once and the
+# run is repeated on another port (up to 5 times) instead of failing the test.
+for attempt in 1 2 3 4 5; do
+  port=$(( 20000 + RANDOM % 12000 ))
+  pids=()
+  for r in 0 1 2; do
+    LD_LIBRARY_PATH="$prefix/lib" RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      BRAID_TIMEOUT_MS=60000 timeout 120 "$work/example" > "$work/out.$r" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[0]}" || true
+  if grep -q "Address already in use" "$work/out.0"; then
+    echo "port $port is taken (attempt $attempt), trying another"
+    kill "${pids[@]:1}" 2>/dev/null || true
+    wait "${pids[@]:1}" 2>/dev/null || true
+    continue
+  fi
+  break
 done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
