@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -155,6 +156,38 @@ TEST_CASE("allreduce rejects bad arguments without touching the communicator", "
   CHECK(braidAllReduce(x, x, 4, braidFloat32, braidMax, comm, nullptr) == braidSuccess);
   CHECK(x[3] == 4.0f);
   CHECK(braidCommDestroy(comm) == braidSuccess);
+}
+
+TEST_CASE("a handle used, destroyed, then used again is reported dead, on this and other threads",
+          "[capi]") {
+  // The live-handle check remembers the last live handle per thread: a destroy must end that.
+  float x = 1;
+  int n = 0;
+  braidComm_t comm = SingleRankComm();
+  braidComm_t other = SingleRankComm();
+  REQUIRE(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) == braidSuccess);
+  REQUIRE(braidCommCount(comm, &n) == braidSuccess);  // this thread now remembers `comm`
+  // Another thread that checked `comm` before the destroy and checks it again after.
+  std::promise<braidResult_t> before, after;
+  std::promise<void> destroyed;
+  std::thread other_thread([&] {
+    int m = 0;
+    before.set_value(braidCommCount(comm, &m));
+    destroyed.get_future().wait();
+    after.set_value(braidCommCount(comm, &m));
+  });
+  CHECK(before.get_future().get() == braidSuccess);
+  REQUIRE(braidCommDestroy(comm) == braidSuccess);
+  destroyed.set_value();
+  CHECK(after.get_future().get() == braidInvalidUsage);
+  other_thread.join();
+  CHECK(braidCommCount(comm, &n) == braidInvalidUsage);
+  CHECK(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) == braidInvalidUsage);
+  // Destroying one handle does not make another one look dead.
+  CHECK(braidCommCount(other, &n) == braidSuccess);
+  CHECK(n == 1);
+  CHECK(braidCommDestroy(other) == braidSuccess);
+  CHECK(braidCommCount(other, &n) == braidInvalidUsage);
 }
 
 TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[capi]") {
