@@ -178,9 +178,13 @@ Status Primitives::PostSend(const char* data, size_t count, int slot) {
   return ReapSends();
 }
 
-// Drops finished sends from the front so the list stays short on long buffers.
+// Drops finished sends from the front so the list stays short on long buffers. It only looks
+// (IsDone), it does not drive the transport (Test): a driving test after every move is a
+// non-blocking send/receive round on every TCP connection with work, and the receive waits of
+// the next moves and Finish() drive the sends anyway (2 ranks over TCP, chain reduce of
+// 32-128 KiB: 12.0-34.7 -> 9.4-28.8 us, interleaved A/B).
 Status Primitives::ReapSends() {
-  while (!sends_.empty() && sends_.front().request->Test()) {
+  while (!sends_.empty() && sends_.front().request->IsDone()) {
     const PendingSend& send = sends_.front();
     if (!send.request->status().ok()) return Fail(send.request->status(), false, send.message);
     sends_.pop_front();
