@@ -1,6 +1,7 @@
 // The waiting phases' lengths and clock (see wait_budget.h).
 #include "transport/wait_budget.h"
 
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +16,18 @@ int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+WaitStep WaitBudget::SpinOrYield(int64_t idle_ns) const {
+  if (idle_ns < spin_ns) {
+    CpuRelax();  // phase 1: the peer is probably about to answer
+    return WaitStep::kSpun;
+  }
+  if (idle_ns < yield_ns) {
+    sched_yield();  // phase 2: let a runnable peer have the core
+    return WaitStep::kYielded;
+  }
+  return WaitStep::kSleep;
 }
 
 }  // namespace braid::transport

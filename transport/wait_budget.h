@@ -34,9 +34,16 @@
 
 namespace braid::transport {
 
+// What phases 1 and 2 of a wait did (WaitBudget::SpinOrYield).
+enum class WaitStep { kSpun, kYielded, kSleep };
+
 struct WaitBudget {
   int64_t spin_ns;   // spin this long after the last progress
   int64_t yield_ns;  // then yield until this long after it, then sleep
+  // Phases 1 and 2 for a wait that has seen no progress for `idle_ns`: one CpuRelax() while
+  // spinning, one sched_yield() while yielding; kSleep (having done nothing) once it is time for
+  // the transport's own sleep. The caller polls again after kSpun and kYielded.
+  WaitStep SpinOrYield(int64_t idle_ns) const;
   static WaitBudget Dedicated() { return {100'000, 2'000'000}; }
   static WaitBudget Oversubscribed() { return {0, 300'000}; }
   // Dedicated if `ranks` ranks fit on this machine's online CPUs (an upper bound on the ranks

@@ -508,16 +508,9 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
                              ": request on the shm connection to rank " + std::to_string(peer_) +
                              " did not complete before the deadline");
     }
-    const int64_t idle = now - phase_start;
-    if (idle < budget_.spin_ns) {
-      CpuRelax();  // phase 1: the peer is probably about to answer
-      continue;
-    }
-    if (idle < budget_.yield_ns) {
-      sched_yield();  // phase 2: let a runnable peer have the core
-      now = NowNs();
-      continue;
-    }
+    const WaitStep step = budget_.SpinOrYield(now - phase_start);
+    if (step == WaitStep::kYielded) now = NowNs();  // a yield may take long: no stale clock
+    if (step != WaitStep::kSleep) continue;
     // Phase 3: announce, re-check, sleep on the futex.
     own_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seq = own_->wake_seq.load(std::memory_order_seq_cst);

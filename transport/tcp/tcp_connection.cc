@@ -139,15 +139,7 @@ Status TcpDriver::Wait(const Request& request, Deadline deadline) {
       return Status::Timeout("rank " + std::to_string(rank_) +
                              ": request on a tcp connection did not complete before the deadline");
     }
-    const int64_t idle = now - phase_start;
-    if (idle < budget_.spin_ns) {
-      CpuRelax();  // phase 1: the peer is probably about to answer
-      continue;
-    }
-    if (idle < budget_.yield_ns) {
-      sched_yield();  // phase 2: let a runnable peer have the core
-      continue;
-    }
+    if (budget_.SpinOrYield(now - phase_start) != WaitStep::kSleep) continue;
     // Phase 3: announce, re-check, sleep in poll().
     const int wake_fd = wake.Get();
     {
