@@ -177,6 +177,10 @@ void ShmChannel::UpdateSendStateLocked() {
 
 bool ShmChannel::ProgressSendLocked(bool* completed_out) {
   if (!send_failure_.ok()) return false;
+  if (AdoptLinkLossLocked()) {
+    if (completed_out != nullptr) *completed_out = true;
+    return true;
+  }
   bool completed = false;
   const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
   while (!remote_sends_.empty() && remote_sends_.front().sequence < done) {
@@ -213,7 +217,7 @@ bool ShmChannel::ProgressSendLocked(bool* completed_out) {
 
 RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
   std::lock_guard<std::mutex> lock(send_mutex_);
-  if (!send_failure_.ok()) return FinishedRequest(send_failure_);
+  if (!send_failure_.ok() || AdoptLinkLossLocked()) return FinishedRequest(send_failure_);
   SendOp op{nullptr, static_cast<const char*>(data), bytes, tag, 0, false};
   if (send_queue_.empty()) {
     Push result = PushSend(op);
@@ -394,14 +398,21 @@ bool ShmChannel::ProgressRecvLocked() {
       RemoteRef ref;
       std::memcpy(&ref, RingReader::Payload(record), sizeof(ref));
       Status status = CopyRemote(op.data, ref.address, total);
+      reader_.Consume(record);
+      consumed = true;
       if (!status.ok()) {
-        BRAID_LOG(kWarn, rank_) << status.message();
+        // The peer's memory could not be read (it died, or let go of the buffer): the link is
+        // lost, not just this message. Not acknowledged, so a living sender's send fails too.
+        recv_queue_.push_front(std::move(op));
+        recv_failure_ = std::move(status);
+        break;
       }
-      op.request->Complete(std::move(status));
-      AddRecvWorkLocked(-1);
-      completed = true;
       ++remote_acked_;
       acked = true;
+      op.request->Complete(Status::Ok());
+      AddRecvWorkLocked(-1);
+      completed = true;
+      continue;
     } else {
       if (length > 0) std::memcpy(op.data, RingReader::Payload(record), length);
       if (length == total) {
@@ -420,6 +431,7 @@ bool ShmChannel::ProgressRecvLocked() {
   if (!recv_failure_.ok()) {
     BRAID_LOG(kWarn, rank_) << recv_failure_.message();
     FailReceivesLocked(recv_failure_);
+    NoteLinkLostLocked(recv_failure_);
     completed = true;
   } else if (gone && (active_.request || !recv_queue_.empty()) && reader_.Peek() == nullptr) {
     recv_failure_ = peer_gone_status_;
@@ -537,16 +549,7 @@ void ShmChannel::Fail(const Status& reason) {
       // The peer thread may be copying out of one of our buffers right now (see CopyRemote).
       while (out_->reader_busy.load(std::memory_order_seq_cst) != 0) sched_yield();
     }
-    // Sends the peer finished copying did succeed.
-    const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
-    for (RemoteSend& send : remote_sends_) {
-      send.request->Complete(send.sequence < done ? Status::Ok() : reason);
-    }
-    remote_sends_.clear();
-    for (SendOp& op : send_queue_) op.request->Complete(reason);
-    send_queue_.clear();
-    UpdateSendStateLocked();
-    if (send_failure_.ok()) send_failure_ = reason;
+    FailSendsLocked(reason);
     if (recv_failure_.ok()) recv_failure_ = reason;
     FailReceivesLocked(reason);
     failed_.store(true);
@@ -555,23 +558,43 @@ void ShmChannel::Fail(const Status& reason) {
   WakeSelf();
 }
 
+void ShmChannel::FailSendsLocked(const Status& reason) {
+  if (!send_failure_.ok()) return;
+  // Sends the peer finished copying did succeed.
+  const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
+  for (RemoteSend& send : remote_sends_) {
+    send.request->Complete(send.sequence < done ? Status::Ok() : reason);
+  }
+  remote_sends_.clear();
+  for (SendOp& op : send_queue_) op.request->Complete(reason);
+  send_queue_.clear();
+  UpdateSendStateLocked();
+  send_failure_ = reason;
+}
+
+// The send lock cannot be taken under the receive lock (see the lock order), so the news goes
+// through link_lost_ and the send side adopts it at its next step (AdoptLinkLossLocked). Shutting
+// the socket down tells the peer, which would otherwise wait on a link this side has given up.
+void ShmChannel::NoteLinkLostLocked(const Status& reason) {
+  if (link_lost_.load(std::memory_order_relaxed)) return;
+  link_lost_status_ = reason;
+  link_lost_.store(true, std::memory_order_release);
+  ::shutdown(socket_, SHUT_RDWR);
+}
+
+bool ShmChannel::AdoptLinkLossLocked() {
+  if (!link_lost_.load(std::memory_order_acquire)) return false;
+  FailSendsLocked(link_lost_status_);
+  return true;
+}
+
 void ShmChannel::OnPeerGone(const Status& reason) {
   if (peer_gone_.load()) return;
   {
     std::lock_guard<std::mutex> send_lock(send_mutex_);
     peer_gone_status_ = reason;
     peer_gone_.store(true, std::memory_order_release);
-    if (send_failure_.ok()) {
-      const uint64_t done = out_->remote_done.load(std::memory_order_acquire);
-      for (RemoteSend& send : remote_sends_) {
-        send.request->Complete(send.sequence < done ? Status::Ok() : reason);
-      }
-      remote_sends_.clear();
-      for (SendOp& op : send_queue_) op.request->Complete(reason);
-      send_queue_.clear();
-      UpdateSendStateLocked();
-      send_failure_ = reason;
-    }
+    FailSendsLocked(reason);
   }
   {
     std::lock_guard<std::mutex> recv_lock(recv_mutex_);

@@ -151,6 +151,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // Asks the consumer for a doorbell after it frees space, then pushes once more in case it
   // freed some before it could see the request.
   void ArmDoorbellLocked();
+  // Fails queued sends and remote sends the peer has not copied yet; every later send fails
+  // with `reason`. No-op once sends have failed.
+  void FailSendsLocked(const Status& reason);
+  // If the receive side found the link lost, fails the sends with its reason; true if so.
+  bool AdoptLinkLossLocked();
 
   // With recv_mutex_ held. Matches ring records to posted receives; true if anything moved.
   bool ProgressRecvLocked();
@@ -158,6 +163,8 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   bool Poll();
   Status CopyRemote(char* destination, uint64_t address, uint64_t bytes);
   void FailReceivesLocked(const Status& status);
+  // The receive side found the link broken: sends fail from their next step, the peer is told.
+  void NoteLinkLostLocked(const Status& reason);
   std::string MismatchMessage(uint64_t want_tag, uint64_t want_bytes, uint64_t tag,
                               uint64_t bytes) const;
   std::string LostMessage(const std::string& why) const;
@@ -215,6 +222,8 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   uint64_t remote_acked_ = 0;
   Status recv_failure_;
   std::atomic<int> recv_work_{0};  // receives posted and not done: hint for Progress()
+  std::atomic<bool> link_lost_{false};  // set once under recv_mutex_, read by the send side
+  Status link_lost_status_;             // written once before link_lost_ is set (release)
 
   std::atomic<bool> failed_{false};
   std::atomic<bool> peer_gone_{false};
