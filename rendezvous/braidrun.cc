@@ -11,6 +11,9 @@
 // are forwarded to the ranks. In a multi-node job every braidrun, once its ranks are done, waits
 // at an exit barrier in the store (keys "braidrun/exit/*") so node 0's store outlives them all.
 //
+// With more local ranks than CPUs, rank r is bound to the r-th CPU braidrun may use
+// (--bind-to, rendezvous/cpu_binding.h says why).
+//
 // Why process groups: a rank is often a shell or a Python launcher with children of its own;
 // signalling the group reaches them all. Why posix_spawn: braidrun has a store server thread,
 // and after fork() a multithreaded process may only call async-signal-safe functions.
@@ -35,6 +38,7 @@
 #include "core/deadline.h"
 #include "core/hmac_sha256.h"
 #include "core/status.h"
+#include "rendezvous/cpu_binding.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 
@@ -60,6 +64,8 @@ const char kUsage[] =
     "  --master-addr A          address of node 0, where the store runs (default 127.0.0.1)\n"
     "  --master-port P          store port (default: any free port; required if M > 1)\n"
     "  --no-prefix              do not prefix output lines with \"[rank] \"\n"
+    "  --bind-to auto|none|core bind local rank r to the r-th CPU braidrun may use (wrapping);\n"
+    "                           auto (default) binds only when the ranks outnumber those CPUs\n"
     "  -h, --help               this text\n"
     "\n"
     "Each rank gets MASTER_ADDR, MASTER_PORT, RANK (= K*N + local rank), WORLD_SIZE (= M*N),\n"
@@ -79,6 +85,7 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = -1;  // -1: not given
   bool prefix = true;
+  BindPolicy bind = BindPolicy::kAuto;
   bool help = false;
   std::vector<std::string> command;
 };
@@ -130,6 +137,9 @@ Result<Options> ParseArgs(int argc, char** argv) {
     } else if (name == "--no-prefix") {
       BRAID_RETURN_IF_ERROR(no_value());
       o.prefix = false;
+    } else if (name == "--bind-to") {
+      BRAID_ASSIGN_OR_RETURN(std::string v, value());
+      BRAID_ASSIGN_OR_RETURN(o.bind, ParseBindPolicy(v));
     } else if (name == "-n" || name == "--nproc-per-node") {
       BRAID_ASSIGN_OR_RETURN(std::string v, value());
       BRAID_ASSIGN_OR_RETURN(o.nproc, ParseInt(name, v, 1, 1024));
@@ -418,6 +428,7 @@ int Run(int argc, char** argv) {
     signal_all(sig);
   };
 
+  const std::vector<int> cpus = AllowedCpus();
   for (int local = 0; local < o.nproc; ++local) {
     int global = o.node_rank * o.nproc + local;
     int out_pipe[2] = {-1, -1};
@@ -430,7 +441,12 @@ int Run(int argc, char** argv) {
         break;
       }
     }
-    pid_t pid = SpawnRank(o, port, secret, local, out_pipe[1], err_pipe[1]);
+    pid_t pid = -1;
+    {
+      ScopedThreadAffinity bound(CpuForRank(o.bind, local, o.nproc, cpus));
+      if (!bound.error().empty()) Say("rank " + std::to_string(global) + ": " + bound.error());
+      pid = SpawnRank(o, port, secret, local, out_pipe[1], err_pipe[1]);
+    }
     if (o.prefix) {
       ::close(out_pipe[1]);
       ::close(err_pipe[1]);

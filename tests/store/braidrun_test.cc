@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -197,6 +199,66 @@ TEST_CASE("--no-prefix passes output through", "[braidrun]") {
   CHECK(lines == std::vector<std::string>{"r0", "r1"});
 }
 
+// "Cpus_allowed_list:\t0-1" of /proc/self/status: the CPUs this process may run on.
+std::string OwnCpuList() {
+  for (const std::string& line : Lines(ReadFile("/proc/self/status"))) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find('\t') + 1);
+  }
+  return "";
+}
+
+std::vector<int> OwnCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Each rank prints "cpus=<its Cpus_allowed_list>"; returns them by rank.
+std::vector<std::string> RankCpuLists(const std::vector<std::string>& options, int n) {
+  std::vector<std::string> args = options;
+  for (const char* a : {"-n", "", "--", "sh", "-c",
+                        "echo cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "
+                        "/proc/self/status)"}) {
+    args.push_back(a);
+  }
+  args[options.size() + 1] = std::to_string(n);
+  Outcome o = Run(args);
+  INFO(o.out << o.err);
+  REQUIRE(o.code == 0);
+  std::vector<std::string> lists(static_cast<size_t>(n));
+  for (const std::string& line : Lines(o.out)) {
+    int rank = -1;
+    char list[256] = {0};
+    if (std::sscanf(line.c_str(), "[%d] cpus=%255s", &rank, list) == 2 && rank >= 0 && rank < n) {
+      lists[static_cast<size_t>(rank)] = list;
+    }
+  }
+  return lists;
+}
+
+TEST_CASE("--bind-to core puts rank r on the r-th allowed CPU, none and auto leave them be",
+          "[braidrun]") {
+  const std::vector<int> cpus = OwnCpus();
+  REQUIRE(!cpus.empty());
+  const std::string all = OwnCpuList();
+  const int n = static_cast<int>(cpus.size()) + 1;  // one rank more than CPUs: wraps around
+  std::vector<std::string> core = RankCpuLists({"--bind-to", "core"}, n);
+  for (int r = 0; r < n; ++r) {
+    CHECK(core[static_cast<size_t>(r)] == std::to_string(cpus[static_cast<size_t>(r) % cpus.size()]));
+  }
+  // auto binds an oversubscribed node the same way...
+  CHECK(RankCpuLists({}, n) == core);
+  CHECK(RankCpuLists({"--bind-to=auto"}, n) == core);
+  // ...and leaves ranks that have a CPU each, or were told none, where braidrun may run.
+  for (const std::string& list : RankCpuLists({}, 1)) CHECK(list == all);
+  for (const std::string& list : RankCpuLists({"--bind-to", "none"}, n)) CHECK(list == all);
+}
+
 TEST_CASE("the first failing rank's code is returned", "[braidrun]") {
   Outcome o = Run({"-n", "3", "sh", "-c", "exit $(( RANK == 1 ? 3 : 0 ))"});
   CHECK(o.code == 3);
@@ -272,6 +334,8 @@ TEST_CASE("bad usage prints the usage and exits 2", "[braidrun]") {
       {"--nnodes", "2", "--node-rank", "2", "--master-port", "1234", "true"},
       {"--nnodes", "2", "true"},
       {"--master-port", "70000", "true"},
+      {"--bind-to", "socket", "true"},
+      {"--bind-to"},
       {"-n", "2", "--"},
   };
   for (const auto& args : bad) {
