@@ -98,8 +98,13 @@ void Primitives::Issue(Op op) {
       if (!status_.ok()) return;
     }
     char* target = op.dst;
-    if (op.move == Move::kRecvReduceSend || op.move == Move::kRecvReduceCopySend ||
-        op.move == Move::kRecvReduce) {
+    const bool reducing = op.move == Move::kRecvReduceSend ||
+                          op.move == Move::kRecvReduceCopySend || op.move == Move::kRecvReduce;
+    // A partial result that is forwarded stays in a slot until its send completes; everything
+    // else a reducing move needs a slot for is the message itself, which a connection that
+    // reduces on receive never stores.
+    op.reduced = reducing && prev_->ReducesOnReceive();
+    if (reducing && (!op.reduced || op.move == Move::kRecvReduceSend)) {
       Result<int> slot = AcquireSlot();
       if (!slot.ok()) {
         status_ = slot.status();
@@ -109,7 +114,16 @@ void Primitives::Issue(Op op) {
       target = slots_ + static_cast<size_t>(op.slot) * chunk_elems_ * elem_;
     }
     op.message = recv_messages_++;
-    op.recv = prev_->PostRecv(target, op.count * elem_, MessageTag(ctx_.sequence, op.message));
+    const uint64_t tag = MessageTag(ctx_.sequence, op.message);
+    if (op.reduced) {
+      // The operand orders are those of the ReduceInto calls in Run(), so results do not depend
+      // on the transport.
+      transport::ReduceOnReceive reduce{op.src, args_.type, args_.op,
+                                        op.move == Move::kRecvReduceSend};
+      op.recv = prev_->PostRecvReduce(target, op.count * elem_, tag, reduce);
+    } else {
+      op.recv = prev_->PostRecv(target, op.count * elem_, tag);
+    }
     ++pending_recvs_;
   }
   queue_.push_back(std::move(op));
@@ -147,14 +161,14 @@ Status Primitives::Run(Op& op) {
       return PostSend(op.dst, op.count, -1);
     case Move::kRecvReduceSend:
       // The partial result stays in the slot, which is held until its send completes.
-      kernels::ReduceInto(args_.type, args_.op, slot, slot, op.src, op.count);
+      if (!op.reduced) kernels::ReduceInto(args_.type, args_.op, slot, slot, op.src, op.count);
       return PostSend(slot, op.count, op.slot);
     case Move::kRecvReduceCopySend:
-      kernels::ReduceInto(args_.type, args_.op, op.dst, op.src, slot, op.count);
+      if (!op.reduced) kernels::ReduceInto(args_.type, args_.op, op.dst, op.src, slot, op.count);
       Complete(op.dst, op.count);
       return PostSend(op.dst, op.count, -1);
     case Move::kRecvReduce:
-      kernels::ReduceInto(args_.type, args_.op, op.dst, op.src, slot, op.count);
+      if (!op.reduced) kernels::ReduceInto(args_.type, args_.op, op.dst, op.src, slot, op.count);
       Complete(op.dst, op.count);
       return Status::Ok();
   }

@@ -35,7 +35,13 @@
 // Where data lands. Recv and RecvCopySend receive straight into the caller's buffer, so the
 // transport may write dst as soon as the move is *called*, before earlier queued moves have run:
 // the caller must not need dst's old contents in any earlier move (each algorithm says why that
-// holds for it). The reducing moves receive into scratch slots and write dst only when they run.
+// holds for it). The reducing moves receive into scratch slots and write dst only when they run;
+// over a connection that reduces on receive (Connection::ReducesOnReceive, shared memory) they
+// instead post a PostRecvReduce that combines the message with `own` as it lands, into dst
+// (RecvReduce, RecvReduceCopySend: one pass less, and the reduction overlaps the transfer) or
+// into the slot (RecvReduceSend). Then dst is written early like Recv's, and `own` is read
+// early: the same rule holds for both, and every algorithm here reads only its input (never
+// written) or a region no earlier move touches as `own`.
 // RecvReduceCopySend and RecvReduce produce complete reductions; for ReduceOp::kAvg they divide
 // that result by ctx.size right there (kernels::DivideInPlace), so every element is divided once,
 // before anyone forwards it.
@@ -188,6 +194,7 @@ class Primitives {
     int slot;          // scratch slot of a reducing move's receive, else -1
     uint64_t message;  // number of its receive
     transport::RequestPtr recv;
+    bool reduced = false;  // the connection reduces as the message lands (PostRecvReduce)
   };
   struct PendingSend {
     transport::RequestPtr request;

@@ -67,7 +67,19 @@ class Exchanger {
   // as message `index`; returns when both completed. Zero-byte halves are skipped.
   Status Exchange(int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                   uint64_t index) {
+    return ExchangeReducing(peer, send, send_bytes, recv, recv_bytes, index, nullptr);
+  }
+
+  // Exchange, but where the connection reduces on receive the message is combined with
+  // `reduce->own` into `reduced_into` as it lands (one pass less, overlapping the transfer) and
+  // *done is set; otherwise it lands in `recv` for the caller to reduce.
+  Status ExchangeReducing(int peer, const void* send, size_t send_bytes, void* recv,
+                          size_t recv_bytes, uint64_t index,
+                          const transport::ReduceOnReceive* reduce, void* reduced_into = nullptr,
+                          bool* done = nullptr) {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
+    const bool reducing = reduce != nullptr && connection->ReducesOnReceive();
+    if (done != nullptr) *done = reducing;
     transport::RequestPtr recv_request, send_request;
     const uint64_t tag = MessageTag(ctx_.sequence, index);
     // The send is posted first: both partners wait for each other's message, so the time a rank
@@ -76,7 +88,11 @@ class Exchanger {
     // until our data is on its way; connections keep a message that arrives first until its
     // receive is posted, so the order changes nothing on the wire.
     if (send_bytes > 0) send_request = connection->PostSend(send, send_bytes, tag);
-    if (recv_bytes > 0) recv_request = connection->PostRecv(recv, recv_bytes, tag);
+    if (recv_bytes > 0) {
+      recv_request = reducing
+                         ? connection->PostRecvReduce(reduced_into, recv_bytes, tag, *reduce)
+                         : connection->PostRecv(recv, recv_bytes, tag);
+    }
     if (recv_request) {
       Status status = recv_request->Wait(ctx_.deadline);
       if (!status.ok()) return Fail(status, "receiving from", peer);
@@ -186,16 +202,19 @@ Status RecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx, const voi
           const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
           const int send_lo = upper ? lo : mid, send_hi = upper ? mid : hi;
           const size_t keep = offset(keep_hi) - offset(keep_lo);
-          BRAID_RETURN_IF_ERROR(exchanger.Exchange(
-              folding.RealRank(partner), cur + offset(send_lo) * elem,
-              (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step));
           char* target = out + offset(keep_lo) * elem;
           const char* mine = cur + offset(keep_lo) * elem;
-          if (partner < me) {
-            kernels::ReduceInto(type, op, target, tmp, mine, keep);
-          } else {
-            kernels::ReduceInto(type, op, target, mine, tmp, keep);
-          }
+          // The lower rank's data first, so both partners round alike. Reducing on receive
+          // writes target while our send reads the other half of cur: the halves are disjoint,
+          // and in place target is exactly mine.
+          const transport::ReduceOnReceive reduce{mine, type, op, partner < me};
+          bool reduced = false;
+          BRAID_RETURN_IF_ERROR(exchanger.ExchangeReducing(
+              folding.RealRank(partner), cur + offset(send_lo) * elem,
+              (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step, &reduce, target,
+              &reduced));
+          if (!reduced && partner < me) kernels::ReduceInto(type, op, target, tmp, mine, keep);
+          if (!reduced && partner > me) kernels::ReduceInto(type, op, target, mine, tmp, keep);
           cur = out;
           lo = keep_lo;
           hi = keep_hi;

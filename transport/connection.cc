@@ -1,6 +1,7 @@
 #include "transport/connection.h"
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 namespace braid::transport {
@@ -44,6 +45,17 @@ void Request::Complete(Status status) {
     done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
+}
+
+}  // namespace braid::transport
+
+namespace braid::transport {
+
+RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnReceive&) {
+  auto request = std::make_shared<Request>();
+  request->Complete(Status::Internal("the connection to rank " + std::to_string(peer()) +
+                                     " cannot reduce on receive (check ReducesOnReceive first)"));
+  return request;
 }
 
 }  // namespace braid::transport

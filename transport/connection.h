@@ -21,10 +21,24 @@
 #include <memory>
 #include <mutex>
 
+#include "core/datatype.h"
 #include "core/deadline.h"
 #include "core/status.h"
 
 namespace braid::transport {
+
+// A reduction a connection applies while a message lands (Connection::PostRecvReduce): element i
+// of the destination becomes own[i] op message[i], or message[i] op own[i] when
+// `message_first` (algorithms fix the operand order so every rank rounds alike; max/min of
+// signed zeros depend on it). `own` must stay valid and unchanged until the receive completes;
+// it may be exactly the destination (in place), not partly overlap it. kAvg reduces as kSum
+// (the caller divides once, as with kernels::ReduceInto).
+struct ReduceOnReceive {
+  const void* own = nullptr;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  bool message_first = false;
+};
 
 class Request;
 
@@ -96,6 +110,17 @@ class Connection {
   virtual RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) = 0;
   // Fails every pending request with `reason` and releases the link. Idempotent.
   virtual void Close(const Status& reason) = 0;
+
+  // Whether PostRecvReduce is available. Why it exists: receiving into scratch and reducing
+  // afterwards reads and writes every byte once more than reducing straight out of the
+  // transport's own buffer (the shared-memory ring) as pieces land, and cannot start reducing
+  // before the whole message is in. Algorithms use it where offered and fall back otherwise.
+  virtual bool ReducesOnReceive() const { return false; }
+  // As PostRecv, but the message is combined with `reduce.own` into `data` (see
+  // ReduceOnReceive); `bytes` is a whole number of elements. Where !ReducesOnReceive() the
+  // request fails with kInternalError.
+  virtual RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
+                                    const ReduceOnReceive& reduce);
 };
 
 }  // namespace braid::transport

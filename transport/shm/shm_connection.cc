@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "kernels/cpu/reduce.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/wait.h"
 #include "transport/shm/wire.h"
@@ -23,6 +24,9 @@ namespace {
 // A message is cut into ring pieces of at least this size (or its whole size if smaller), so
 // small messages are never split and large ones stream without tiny fragments.
 constexpr uint64_t kMinPiece = 4096;
+// Every piece but a message's last is a multiple of this, so a piece never splits an element and
+// a receive that reduces as pieces land (PostRecvReduce) reduces whole elements.
+constexpr uint64_t kPieceAlign = 64;
 
 // A finished request's status for a waiter. Most finish OK, and a fresh OK status is cheaper
 // than copying one (no string copy); this runs once per message waited for.
@@ -144,6 +148,7 @@ ShmChannel::Push ShmChannel::PushSend(SendOp& op) {
     const uint64_t left = op.bytes - op.offset;
     char* payload = writer_.Reserve(std::min(left, kMinPiece), left, &granted);
     if (payload == nullptr) return Push::kStalled;
+    if (granted < left) granted -= granted % kPieceAlign;  // >= kMinPiece still
     if (granted > 0) std::memcpy(payload, op.data + op.offset, granted);
     writer_.Commit(op.started ? RecordKind::kMore : RecordKind::kStart,
                    static_cast<uint32_t>(granted), op.tag, op.bytes);
@@ -284,8 +289,9 @@ void ShmChannel::Backstop() {
 
 // ---- receive side ----
 
-Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t bytes) {
+Status ShmChannel::CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes) {
   if (bytes == 0) return Status::Ok();
+  char* const destination = op.data;
   if (!we_read_peer_) {
     return Status::RemoteError(
         LostMessage("it sent a message by reference but this rank cannot read its memory"));
@@ -300,7 +306,7 @@ Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t byte
       return Status::RemoteError(LostMessage(abandoned));
     }
     AnnotateAcquire(reinterpret_cast<const void*>(address));
-    std::memcpy(destination, reinterpret_cast<const void*>(address), bytes);
+    Land(op, 0, reinterpret_cast<const char*>(address), bytes);
     AnnotateRelease(reinterpret_cast<const void*>(address));
     in_->reader_busy.store(0, std::memory_order_release);
     return Status::Ok();
@@ -308,7 +314,20 @@ Status ShmChannel::CopyRemote(char* destination, uint64_t address, uint64_t byte
   if (in_->abandoned.load(std::memory_order_acquire) != 0) {
     return Status::RemoteError(LostMessage(abandoned));
   }
-  std::string error = ReadFromProcess(peer_pid_, destination, address, bytes);
+  std::string error;
+  if (!op.reducing) {
+    error = ReadFromProcess(peer_pid_, destination, address, bytes);
+  } else {
+    // Through a bounce buffer: the destination may be the reduction's own operand (in place),
+    // so the message cannot be parked there first.
+    constexpr uint64_t kBounce = 64 << 10;  // a multiple of every element size
+    std::vector<char> bounce(std::min(bytes, kBounce));
+    for (uint64_t done = 0; done < bytes && error.empty(); done += kBounce) {
+      const uint64_t piece = std::min(kBounce, bytes - done);
+      error = ReadFromProcess(peer_pid_, bounce.data(), address + done, piece);
+      if (error.empty()) Land(op, done, bounce.data(), piece);
+    }
+  }
   if (!error.empty()) return Status::RemoteError(LostMessage(error));
   // The sender may have given up (or died, and its pid been reused) while we copied: then the
   // bytes are not to be trusted.
@@ -348,7 +367,7 @@ bool ShmChannel::ProgressRecvLocked() {
           recv_failure_ = Status::RemoteError(LostMessage("message pieces out of step"));
           break;
         }
-        std::memcpy(active_.data + active_offset_, RingReader::Payload(record), length);
+        Land(active_, active_offset_, RingReader::Payload(record), length);
         active_offset_ += length;
         if (active_offset_ == active_.bytes) {
           active_.request->Complete(Status::Ok());
@@ -397,7 +416,7 @@ bool ShmChannel::ProgressRecvLocked() {
     } else if (kind == RecordKind::kRemote) {
       RemoteRef ref;
       std::memcpy(&ref, RingReader::Payload(record), sizeof(ref));
-      Status status = CopyRemote(op.data, ref.address, total);
+      Status status = CopyRemote(op, ref.address, total);
       reader_.Consume(record);
       consumed = true;
       if (!status.ok()) {
@@ -414,7 +433,7 @@ bool ShmChannel::ProgressRecvLocked() {
       completed = true;
       continue;
     } else {
-      if (length > 0) std::memcpy(op.data, RingReader::Payload(record), length);
+      Land(op, 0, RingReader::Payload(record), length);
       if (length == total) {
         op.request->Complete(Status::Ok());
         AddRecvWorkLocked(-1);
@@ -453,14 +472,33 @@ bool ShmChannel::ProgressRecvLocked() {
 }
 
 RequestPtr ShmChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
+  return PostReceive(RecvOp{nullptr, static_cast<char*>(data), bytes, tag});
+}
+
+RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
+                                      const ReduceOnReceive& reduce) {
+  if (!IsValidDataType(static_cast<int>(reduce.type)) ||
+      bytes % DataTypeSize(reduce.type) != 0) {
+    return FinishedRequest(Status::InvalidArgument(
+        "rank " + std::to_string(rank_) + ": a reducing receive from rank " +
+        std::to_string(peer_) + " of " + std::to_string(bytes) +
+        " bytes is not a whole number of elements"));
+  }
+  RecvOp op{nullptr, static_cast<char*>(data), bytes, tag};
+  op.reduce = reduce;
+  op.reducing = true;
+  return PostReceive(std::move(op));
+}
+
+RequestPtr ShmChannel::PostReceive(RecvOp op) {
   std::lock_guard<std::mutex> lock(recv_mutex_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
   if (recv_queue_.empty() && !active_.request && !discarding_) {
     // Fast path: the whole message is already waiting at the head of the ring.
     const RecordHeader* record = reader_.Peek();
-    if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
-        record->total == bytes && record->length == bytes) {
-      if (bytes > 0) std::memcpy(data, RingReader::Payload(record), bytes);
+    if (record != nullptr && record->kind == RecordKind::kStart && record->tag == op.tag &&
+        record->total == op.bytes && record->length == op.bytes) {
+      Land(op, 0, RingReader::Payload(record), op.bytes);
       reader_.Consume(record);
       WakePeer();
       RingDoorbellIfAsked();
@@ -468,10 +506,30 @@ RequestPtr ShmChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
     }
   }
   auto request = std::make_shared<Request>(shared_from_this());
-  recv_queue_.push_back(RecvOp{request, static_cast<char*>(data), bytes, tag});
+  op.request = request;
+  recv_queue_.push_back(std::move(op));
   AddRecvWorkLocked(1);
   (void)ProgressRecvLocked();
   return request;
+}
+
+// Copies the bytes into place, or reduces them with the receive's own data (every piece but the
+// last is a multiple of kPieceAlign, so `offset` and `length` are whole elements).
+void ShmChannel::Land(const RecvOp& op, uint64_t offset, const char* bytes, uint64_t length) {
+  if (length == 0) return;
+  char* out = op.data + offset;
+  if (!op.reducing) {
+    std::memcpy(out, bytes, length);
+    return;
+  }
+  const ReduceOnReceive& r = op.reduce;
+  const char* own = static_cast<const char*>(r.own) + offset;
+  const size_t count = length / DataTypeSize(r.type);
+  if (r.message_first) {
+    kernels::ReduceInto(r.type, r.op, out, bytes, own, count);
+  } else {
+    kernels::ReduceInto(r.type, r.op, out, own, bytes, count);
+  }
 }
 
 // ---- progress and waiting ----
@@ -619,6 +677,11 @@ RequestPtr ShmConnection::PostSend(const void* data, size_t bytes, uint64_t tag)
 
 RequestPtr ShmConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
   return channel_->PostRecv(data, bytes, tag);
+}
+
+RequestPtr ShmConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
+                                         const ReduceOnReceive& reduce) {
+  return channel_->PostRecvReduce(data, bytes, tag, reduce);
 }
 
 void ShmConnection::Close(const Status& reason) {

@@ -91,6 +91,8 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // any thread.
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag);
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
+  // See Connection::PostRecvReduce: pieces are reduced straight out of the ring as they land.
+  RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag, const ReduceOnReceive& reduce);
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
@@ -136,6 +138,8 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
     char* data;
     uint64_t bytes;
     uint64_t tag;
+    ReduceOnReceive reduce{};  // used when `reducing`
+    bool reducing = false;
   };
   enum class Push { kDone, kRemote, kStalled };
 
@@ -161,8 +165,13 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   bool ProgressRecvLocked();
   // Progress() that says whether anything moved (Wait() restarts its spin phase then).
   bool Poll();
-  Status CopyRemote(char* destination, uint64_t address, uint64_t bytes);
+  // Copies (or, for a reducing receive, reduces) a message sent by reference into op's buffer.
+  Status CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes);
   void FailReceivesLocked(const Status& status);
+  // PostRecv and PostRecvReduce after their checks: the fast path, else queues the receive.
+  RequestPtr PostReceive(RecvOp op);
+  // Puts `length` message bytes at `offset` of `op`'s buffer: a copy, or the reduction.
+  static void Land(const RecvOp& op, uint64_t offset, const char* bytes, uint64_t length);
   // The receive side found the link broken: sends fail from their next step, the peer is told.
   void NoteLinkLostLocked(const Status& reason);
   std::string MismatchMessage(uint64_t want_tag, uint64_t want_bytes, uint64_t tag,
@@ -242,6 +251,9 @@ class ShmConnection : public Connection {
   int peer() const override { return channel_->peer(); }
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
+  bool ReducesOnReceive() const override { return true; }
+  RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
+                            const ReduceOnReceive& reduce) override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;
   // returns once no buffer is in use. Idempotent.
   void Close(const Status& reason) override;
