@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +21,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "rendezvous/cpu_binding.h"
 
 extern char** environ;
 
@@ -207,17 +208,6 @@ std::string OwnCpuList() {
   return "";
 }
 
-std::vector<int> OwnCpus() {
-  std::vector<int> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
-
 // Each rank prints "cpus=<its Cpus_allowed_list>"; returns them by rank.
 std::vector<std::string> RankCpuLists(const std::vector<std::string>& options, int n) {
   std::vector<std::string> args = options;
@@ -243,7 +233,7 @@ std::vector<std::string> RankCpuLists(const std::vector<std::string>& options, i
 
 TEST_CASE("--bind-to core puts rank r on the r-th allowed CPU, none and auto leave them be",
           "[braidrun]") {
-  const std::vector<int> cpus = OwnCpus();
+  const std::vector<int> cpus = braid::rendezvous::AllowedCpus();  // this process's mask
   REQUIRE(!cpus.empty());
   const std::string all = OwnCpuList();
   const int n = static_cast<int>(cpus.size()) + 1;  // one rank more than CPUs: wraps around
