@@ -47,9 +47,6 @@ void Request::Complete(Status status) {
   done_cv_.notify_all();
 }
 
-}  // namespace braid::transport
-
-namespace braid::transport {
 
 RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnReceive&) {
   auto request = std::make_shared<Request>();
