@@ -29,6 +29,16 @@ struct LinkModel {
   // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete):
   // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks).
   double message_us = 0.5;
+  // Fixed cost per call of an algorithm built from the pipelined primitives (ring, tree): the
+  // FIFOs and per-step bookkeeping that a plain exchange does not set up. Measured at 2 ranks,
+  // 8 bytes, where ring and rhd make the same two exchanges: 0.83 against 0.51 us
+  // (docs/perf/select_check_all_confirmed_2026-11-23_1628.json); it decides their tie at 2 ranks.
+  double pipeline_us = 0.3;
+  // Whether the transport combines a received message with the receiver's own data as it lands
+  // (Connection::ReducesOnReceive, shared memory). A reducing exchange then makes no separate
+  // whole-buffer pass over scratch, so its reduction costs the cache rate even where the buffers
+  // outgrow the cache (cost::ReduceWhileReceiving).
+  bool reduces_on_receive = false;
   // Whether ranks take turns on the CPUs (some host runs more ranks than it has): back-to-back
   // rooted collectives are then bound by the work of all ranks together, not by the busiest
   // rank's (cost::RootedCall).
@@ -50,8 +60,8 @@ struct LinkModel {
 // the other programs of the host hold the rest (2 ranks: rhd still won at 2 x 2 x 4 MiB, ring at
 // 2 x 2 x 8 MiB). The memory rate is the 64 MiB reduce rate above (both transports reduce with
 // the same CPU loops). The step latency of shared memory depends on whether every rank has a core:
-// ~1 us (0.4-0.6 us for an 8-byte exchange, the low end of the table) when it does, ~8 us when
-// ranks take turns on the cores (the high end).
+// ~0.35 us (latency + message; an 8-byte exchange measured 0.31-0.33 us since the per-call fast
+// path) when it does, ~8 us when ranks take turns on the cores (the high end of the table).
 // The step time swings with the load of the machine (whether a waiting rank keeps its core or
 // sleeps); the values below are the ones that place the measured crossovers right with
 // bench/select_check.py (docs/ALGORITHMS.md, "Selection check"): latency within the measured
@@ -60,9 +70,15 @@ struct LinkModel {
 // `oversubscribed`: some host runs more ranks than it has CPUs.
 inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true) {
   const std::string name = transport == nullptr ? "" : transport;
-  LinkModel link = name == "shm" ? LinkModel{oversubscribed ? 8.0 : 1.0, 1.5, 20.0}
+  LinkModel link = name == "shm" ? LinkModel{oversubscribed ? 8.0 : 0.1, 1.5, 20.0}
                                   : LinkModel{10.0, 1.0, 20.0};
   link.shared_cores = oversubscribed;
+  if (name == "shm") {
+    link.reduces_on_receive = true;
+    // A core per rank: one exchange step (latency + message) is an 8-byte rd allreduce,
+    // 0.31-0.33 us at 2 ranks (select_check, 16:28); bench/calibrate's step_latency_us 0.24.
+    if (!oversubscribed) link.message_us = 0.25;
+  }
   return link;
 }
 

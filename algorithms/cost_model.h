@@ -34,6 +34,22 @@ inline double ReduceWhole(const LinkModel& link, int n, double message_bytes, do
   return bytes / 1e3 / (spills ? link.memory_reduce_gbps : link.reduce_gbps);
 }
 
+// Microseconds to reduce `bytes` that arrive in a message (a non-pipelined algorithm's exchange).
+// Where the link reduces on receive and the ranks take turns on the cores, the reduction is
+// fused into the receive and priced at the cache rate whatever the buffers' size: measured at 4
+// ranks on 2 cores, 8 and 32 MiB, rhd ran 8-33% faster than the ring once its halving steps
+// reduced on receive (two selection checks, docs/ALGORITHMS.md), where ReduceWhole's memory rate
+// priced it 12% slower. With a core per rank the ring keeps every rank busy and overlaps its
+// reduce-scatter with its allgather chunk by chunk, while a whole-message step streams a buffer
+// that outgrew the cache from memory: at 2 ranks, 8 MiB, the ring ran 6% slower to 14% faster
+// than rhd, so ReduceWhole's price stands there (and wherever the message lands in scratch
+// first, to be reduced in a separate pass).
+inline double ReduceWhileReceiving(const LinkModel& link, int n, double message_bytes,
+                                   double bytes) {
+  return link.reduces_on_receive && link.shared_cores ? Reduce(link, bytes)
+                                                      : ReduceWhole(link, n, message_bytes, bytes);
+}
+
 // The pipelining unit the cost functions assume (BRAID_CHUNK_BYTES' default).
 constexpr double kChunkBytes = 512 * 1024;
 // Microseconds of per-message overhead for `steps` pipelined steps each moving `step_bytes` in

@@ -268,14 +268,16 @@ double RecursiveDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes
                   cost::ReduceWhole(link, n, b, b));
 }
 
-// 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it.
+// 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it; the
+// halving steps reduce on receive where the link does (rd cannot: its send reads the buffer the
+// reduction would write).
 double RecursiveHalvingDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
   const int p = cost::FloorPow2(n);
   const double share = static_cast<double>(p - 1) / p * b;
   return FoldCost(link, n, b) + 2 * cost::CeilLog2(p) * (link.latency_us + link.message_us) +
-         2 * cost::Transfer(link, share) + cost::ReduceWhole(link, n, b, share);
+         2 * cost::Transfer(link, share) + cost::ReduceWhileReceiving(link, n, b, share);
 }
 
 }  // namespace braid::algorithms

@@ -241,7 +241,7 @@ double TreeAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   const double b = static_cast<double>(bytes);
   const int depth = cost::CeilLog2(n);
   const double traffic = n == 2 ? 1.0 : 2.0, reduced = n == 2 ? 0.5 : 1.0;
-  return 2 * depth * link.latency_us + cost::Transfer(link, traffic * b) +
+  return link.pipeline_us + 2 * depth * link.latency_us + cost::Transfer(link, traffic * b) +
          cost::Reduce(link, reduced * b) + cost::ChunkMessages(link, 2 * depth, b);
 }
 
