@@ -47,6 +47,11 @@ void Request::Complete(Status status) {
   done_cv_.notify_all();
 }
 
+void Request::Reset() {
+  if (!status_.ok()) status_ = Status::Ok();  // most finished OK: no string to rebuild
+  claimed_.store(false, std::memory_order_relaxed);
+  done_.store(false, std::memory_order_relaxed);
+}
 
 RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnReceive&) {
   auto request = std::make_shared<Request>();

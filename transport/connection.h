@@ -86,6 +86,10 @@ class Request {
 
   // For transports: records the outcome and wakes waiters. Later calls are ignored.
   void Complete(Status status);
+  // For request pools (transport/request_pool.h): makes a finished request pending again, as if
+  // new, keeping its driver. Only while nobody else can reach it (the pool holds the only
+  // reference), so no reader sees the old status or a half-reset request.
+  void Reset();
 
  private:
   const std::shared_ptr<RequestDriver> driver_;  // null for requests completed by another thread

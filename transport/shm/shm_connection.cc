@@ -131,6 +131,10 @@ bool ShmChannel::SocketHungUp() const {
   return (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
 }
 
+RequestPtr ShmChannel::NewRequest(RequestPool& pool) {
+  return pool.Acquire([this] { return std::make_shared<Request>(shared_from_this()); });
+}
+
 // ---- send side ----
 
 ShmChannel::Push ShmChannel::PushSend(SendOp& op) {
@@ -230,7 +234,7 @@ RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
       WakePeer();
       return DoneRequest();
     }
-    auto request = std::make_shared<Request>(shared_from_this());
+    RequestPtr request = NewRequest(send_pool_);
     if (result == Push::kRemote) {
       WakePeer();
       remote_sends_.push_back(RemoteSend{remote_next_++, op.data, request});
@@ -243,7 +247,7 @@ RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
     UpdateSendStateLocked();
     return request;
   }
-  op.request = std::make_shared<Request>(shared_from_this());
+  op.request = NewRequest(send_pool_);
   send_queue_.push_back(op);
   UpdateSendStateLocked();
   return op.request;
@@ -505,7 +509,7 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
       return DoneRequest();
     }
   }
-  auto request = std::make_shared<Request>(shared_from_this());
+  RequestPtr request = NewRequest(recv_pool_);
   op.request = request;
   recv_queue_.push_back(std::move(op));
   AddRecvWorkLocked(1);
@@ -610,6 +614,9 @@ void ShmChannel::Fail(const Status& reason) {
     FailSendsLocked(reason);
     if (recv_failure_.ok()) recv_failure_ = reason;
     FailReceivesLocked(reason);
+    // Later posts fail on the spot; the pools' requests own this channel (see request_pool.h).
+    send_pool_.Clear();
+    recv_pool_.Clear();
     failed_.store(true);
   }
   ::shutdown(socket_, SHUT_RDWR);  // the peer sees end of file; our control thread lets go

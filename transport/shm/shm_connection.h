@@ -50,6 +50,7 @@
 #include "core/deadline.h"
 #include "core/status.h"
 #include "transport/connection.h"
+#include "transport/request_pool.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stalled_sends.h"
@@ -179,6 +180,10 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   std::string LostMessage(const std::string& why) const;
   bool SocketHungUp() const;
 
+  // A pending request driven by this channel, recycled from `pool` when one is free; with the
+  // lock of the side that owns `pool` held.
+  RequestPtr NewRequest(RequestPool& pool);
+
   void WakeSelf();
   void WakePeer();
   // Wakes `side`'s sleepers, if any; the caller has just run a sequentially consistent fence.
@@ -209,7 +214,8 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
 
   // Lock order: send_mutex_ before recv_mutex_ (only Fail() holds both). Neither is held while
   // taking a transport lock. Progress() only try_locks them.
-  std::mutex send_mutex_;  // guards the producer side: writer_, the send queues, send_failure_
+  std::mutex send_mutex_;  // guards the producer side: writer_, the send queues, send_failure_,
+                           // send_pool_
   RingWriter writer_;
   std::deque<SendOp> send_queue_;        // not yet (fully) in the ring
   std::deque<RemoteSend> remote_sends_;  // descriptors in the ring, awaiting remote_done
@@ -220,8 +226,10 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   std::atomic<int> send_work_{0};    // queued + remote outstanding: hint for lock-free Progress()
   std::atomic<uint64_t> pushes_{0};  // records pushed so far (Backstop's progress check)
   uint64_t backstop_seen_ = 0;       // control thread only
+  RequestPool send_pool_;            // requests of sends that did not finish in PostSend
 
-  std::mutex recv_mutex_;  // guards the consumer side: reader_, the receive queue, active_
+  std::mutex recv_mutex_;  // guards the consumer side: reader_, the receive queue, active_,
+                           // recv_pool_
   RingReader reader_;
   std::deque<RecvOp> recv_queue_;
   RecvOp active_{};  // the message whose pieces are arriving (request set if any)
@@ -231,6 +239,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   uint64_t remote_acked_ = 0;
   Status recv_failure_;
   std::atomic<int> recv_work_{0};  // receives posted and not done: hint for Progress()
+  RequestPool recv_pool_;          // requests of receives that did not finish in PostReceive
   std::atomic<bool> link_lost_{false};  // set once under recv_mutex_, read by the send side
   Status link_lost_status_;             // written once before link_lost_ is set (release)
 
