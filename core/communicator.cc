@@ -273,7 +273,7 @@ Status Communicator::Finalize() {
   return AsyncError();
 }
 
-Status Communicator::CheckUsable() const {
+Status Communicator::WhyUnusable() const {
   if (broken_.load()) {
     return AsyncError().WithContext("rank " + std::to_string(rank_) +
                                     ": communicator is unusable after an earlier error");

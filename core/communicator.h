@@ -132,8 +132,13 @@ class Communicator {
   Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
-  // OK unless the communicator is broken or finalized. Called with op_mutex_ held.
-  Status CheckUsable() const;
+  // OK unless the communicator is broken or finalized. Called with op_mutex_ held, twice per
+  // operation: inline, and the usable case builds no message (WhyUnusable does, when not).
+  Status CheckUsable() const {
+    if (!broken_.load() && !finalized_) return Status::Ok();
+    return WhyUnusable();
+  }
+  Status WhyUnusable() const;
   void* Scratch(size_t bytes);
   // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
   void Break(const Status& error);

@@ -31,45 +31,70 @@ static_assert(sizeof(braidUniqueId) == braid::rendezvous::kUniqueIdBytes, "uniqu
 
 namespace {
 
-Status CheckDataType(braidDataType_t datatype) {
-  if (!braid::IsValidDataType(static_cast<int>(datatype))) {
-    return Status::InvalidArgument("datatype " + std::to_string(static_cast<int>(datatype)) +
-                                   " is not a braidDataType_t (0.." +
-                                   std::to_string(braid::kNumDataTypes - 1) + ")");
-  }
+// Every collective call runs the checks below. Why each is split into an inline test and a
+// cold function that builds the message: the happy path then costs a few instructions, with no
+// call and no Status built and destroyed per check (the checks were ~12% of the instructions of
+// a 2-rank 8-byte allreduce), and overflow is tested with a multiplication instead of the
+// divisions the old SIZE_MAX / elem form needed.
+#define BRAID_COLD __attribute__((cold, noinline))
+
+BRAID_COLD Status DataTypeError(braidDataType_t datatype) {
+  return Status::InvalidArgument("datatype " + std::to_string(static_cast<int>(datatype)) +
+                                 " is not a braidDataType_t (0.." +
+                                 std::to_string(braid::kNumDataTypes - 1) + ")");
+}
+
+inline Status CheckDataType(braidDataType_t datatype) {
+  if (!braid::IsValidDataType(static_cast<int>(datatype))) return DataTypeError(datatype);
   return Status::Ok();
 }
 
-Status CheckOp(braidRedOp_t op) {
-  if (!braid::IsValidReduceOp(static_cast<int>(op))) {
-    return Status::InvalidArgument("op " + std::to_string(static_cast<int>(op)) +
-                                   " is not a braidRedOp_t (0.." +
-                                   std::to_string(braid::kNumReduceOps - 1) + ")");
-  }
+BRAID_COLD Status OpError(braidRedOp_t op) {
+  return Status::InvalidArgument("op " + std::to_string(static_cast<int>(op)) +
+                                 " is not a braidRedOp_t (0.." +
+                                 std::to_string(braid::kNumReduceOps - 1) + ")");
+}
+
+inline Status CheckOp(braidRedOp_t op) {
+  if (!braid::IsValidReduceOp(static_cast<int>(op))) return OpError(op);
   return Status::Ok();
+}
+
+// Whether count * elem * multiple bytes overflows size_t (with count 0 it never does).
+inline bool BytesOverflow(size_t count, size_t elem, size_t multiple) {
+  size_t unit = 0, bytes = 0;
+  return count != 0 &&
+         (__builtin_mul_overflow(elem, multiple, &unit) || __builtin_mul_overflow(count, unit, &bytes));
+}
+
+BRAID_COLD Status OverflowError(size_t count, size_t multiple, braidDataType_t datatype) {
+  return Status::InvalidArgument("count " + std::to_string(count) + " of " +
+                                 braid::DataTypeName(static_cast<braid::DataType>(datatype)) +
+                                 (multiple > 1 ? " times " + std::to_string(multiple) + " ranks" : "") +
+                                 " overflows the addressable byte size");
+}
+
+BRAID_COLD Status NullBufferError(const char* name, size_t count) {
+  return Status::InvalidArgument(std::string(name) + " is NULL with count " + std::to_string(count));
 }
 
 // count elements of datatype must fit in size_t bytes, and non-empty buffers must exist.
-Status CheckBuffer(const void* buffer, const char* name, size_t count, braidDataType_t datatype) {
-  size_t elem = braid::DataTypeSize(static_cast<braid::DataType>(datatype));
-  if (count > SIZE_MAX / elem) {
-    return Status::InvalidArgument("count " + std::to_string(count) + " of " +
-                                   braid::DataTypeName(static_cast<braid::DataType>(datatype)) +
-                                   " overflows the addressable byte size");
+inline Status CheckBuffer(const void* buffer, const char* name, size_t count, braidDataType_t datatype) {
+  if (BytesOverflow(count, braid::DataTypeSize(static_cast<braid::DataType>(datatype)), 1)) {
+    return OverflowError(count, 1, datatype);
   }
-  if (count > 0 && buffer == nullptr) {
-    return Status::InvalidArgument(std::string(name) + " is NULL with count " +
-                                   std::to_string(count));
-  }
+  if (count > 0 && buffer == nullptr) return NullBufferError(name, count);
   return Status::Ok();
 }
 
-Status CheckHostStream(braidStream_t stream) {
-  if (stream != nullptr) {
-    return Status::InvalidUsage(
-        "stream is not NULL: device buffers and CUDA streams arrive with the CUDA issue; pass "
-        "stream=NULL for host buffers");
-  }
+BRAID_COLD Status StreamError() {
+  return Status::InvalidUsage(
+      "stream is not NULL: device buffers and CUDA streams arrive with the CUDA issue; pass "
+      "stream=NULL for host buffers");
+}
+
+inline Status CheckHostStream(braidStream_t stream) {
+  if (stream != nullptr) return StreamError();
   return Status::Ok();
 }
 
@@ -315,13 +340,9 @@ Status CheckRank(int value, const char* name, braidComm_t comm) {
 }
 
 // count * multiple elements must fit in size_t bytes.
-Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype) {
-  size_t elem = ElementSize(datatype);
-  if (multiple != 0 && count > SIZE_MAX / elem / multiple) {
-    return Status::InvalidArgument("count " + std::to_string(count) + " of " +
-                                   braid::DataTypeName(static_cast<braid::DataType>(datatype)) +
-                                   (multiple > 1 ? " times " + std::to_string(multiple) + " ranks" : "") +
-                                   " overflows the addressable byte size");
+inline Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype) {
+  if (BytesOverflow(count, ElementSize(datatype), multiple)) {
+    return OverflowError(count, multiple, datatype);
   }
   return Status::Ok();
 }
