@@ -2,6 +2,7 @@
 #include "transport/shm/ring.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace braid::transport::shm {
 
@@ -39,6 +40,16 @@ char* RingWriter::Reserve(uint64_t min_payload, uint64_t max_payload, uint64_t* 
   }
   PublishHead();  // the producer waits for the consumer here: show how far it got
   return nullptr;
+}
+
+bool RingWriter::TryWriteLine(const void* payload, uint32_t length, uint64_t tag) {
+  if (Free() < kRecordAlign) {
+    cached_tail_ = control_->tail.load(std::memory_order_acquire);
+    if (Free() < kRecordAlign) return false;
+  }
+  if (length > 0) std::memcpy(data_ + (head_ & (capacity_ - 1)) + sizeof(RecordHeader), payload, length);
+  Commit(RecordKind::kStart, length, tag, length);
+  return true;
 }
 
 void RingWriter::Publish(uint64_t position, RecordKind kind, uint32_t length, uint64_t tag,

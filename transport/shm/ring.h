@@ -45,6 +45,8 @@ struct RemoteRef {
 };
 
 constexpr uint64_t kRecordAlign = kCacheLine;
+// Payload bytes that fit in the line of a record's header.
+constexpr uint64_t kLinePayload = kRecordAlign - sizeof(RecordHeader);
 inline uint64_t RecordBytes(uint64_t payload) {
   return (sizeof(RecordHeader) + payload + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
@@ -61,6 +63,12 @@ class RingWriter {
   char* Reserve(uint64_t min_payload, uint64_t max_payload, uint64_t* granted);
   // Publishes the record reserved last with `length` <= granted payload bytes.
   void Commit(RecordKind kind, uint32_t length, uint64_t tag, uint64_t total);
+  // A whole message of at most kLinePayload bytes as one single-line kStart record: what
+  // Reserve + Commit would write, without Reserve's search for room (a line always fits before
+  // the ring's end, so it never pads). False, writing nothing, when the ring has no free line.
+  // Why: most messages of small collectives fit a line, and Reserve's general path was a third
+  // of an 8-byte send's instructions.
+  bool TryWriteLine(const void* payload, uint32_t length, uint64_t tag);
   // Stores the bytes published so far in the ring's (informational) head; Commit does so once
   // per quarter of the ring and Reserve whenever it finds no room (see ring.cc for why not on
   // every record).

@@ -148,6 +148,15 @@ ShmChannel::Push ShmChannel::PushSend(SendOp& op) {
     writer_.Commit(RecordKind::kRemote, sizeof(ref), op.tag, op.bytes);
     return Push::kRemote;
   }
+  if (!op.started && op.bytes <= kLinePayload) {
+    // The small-message case: one line, no search for room (ring.h). A full ring falls through
+    // to the general path, which finds it full too and stalls the send.
+    if (writer_.TryWriteLine(op.data, static_cast<uint32_t>(op.bytes), op.tag)) {
+      op.offset = op.bytes;
+      op.started = true;
+      return Push::kDone;
+    }
+  }
   do {
     const uint64_t left = op.bytes - op.offset;
     char* payload = writer_.Reserve(std::min(left, kMinPiece), left, &granted);
