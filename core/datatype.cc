@@ -7,32 +7,26 @@ namespace {
 
 struct TypeInfo {
   DataType type;
-  size_t size;
   const char* name;
   const char* alias;
 };
 
 constexpr TypeInfo kTypes[kNumDataTypes] = {
-    {DataType::kInt8, 1, "int8", "char"},
-    {DataType::kUint8, 1, "uint8", "uchar"},
-    {DataType::kInt32, 4, "int32", "int"},
-    {DataType::kUint32, 4, "uint32", "uint"},
-    {DataType::kInt64, 8, "int64", "long"},
-    {DataType::kUint64, 8, "uint64", "ulong"},
-    {DataType::kFloat16, 2, "half", "float16"},
-    {DataType::kFloat32, 4, "float", "float32"},
-    {DataType::kFloat64, 8, "double", "float64"},
-    {DataType::kBfloat16, 2, "bfloat16", "bf16"},
+    {DataType::kInt8, "int8", "char"},
+    {DataType::kUint8, "uint8", "uchar"},
+    {DataType::kInt32, "int32", "int"},
+    {DataType::kUint32, "uint32", "uint"},
+    {DataType::kInt64, "int64", "long"},
+    {DataType::kUint64, "uint64", "ulong"},
+    {DataType::kFloat16, "half", "float16"},
+    {DataType::kFloat32, "float", "float32"},
+    {DataType::kFloat64, "double", "float64"},
+    {DataType::kBfloat16, "bfloat16", "bf16"},
 };
 
 constexpr const char* kOpNames[kNumReduceOps] = {"sum", "prod", "max", "min", "avg"};
 
 }  // namespace
-
-size_t DataTypeSize(DataType type) {
-  int i = static_cast<int>(type);
-  return IsValidDataType(i) ? kTypes[i].size : 0;
-}
 
 const char* DataTypeName(DataType type) {
   int i = static_cast<int>(type);

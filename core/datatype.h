@@ -18,8 +18,13 @@ constexpr int kNumReduceOps = 5;
 inline bool IsValidDataType(int t) { return t >= 0 && t < kNumDataTypes; }
 inline bool IsValidReduceOp(int op) { return op >= 0 && op < kNumReduceOps; }
 
-// Bytes per element.
-size_t DataTypeSize(DataType type);
+// Bytes per element (0 for an invalid type). Inline: a small collective asks several times per
+// call (argument checks, message sizes, kernels), and the call cost more than the lookup.
+inline size_t DataTypeSize(DataType type) {
+  constexpr unsigned char kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  const int i = static_cast<int>(type);
+  return IsValidDataType(i) ? kSizes[i] : 0;
+}
 // nccl-tests' spelling: "int8", "uint8", "int32", ..., "half", "float", "double", "bfloat16".
 const char* DataTypeName(DataType type);
 // "sum", "prod", "max", "min", "avg".

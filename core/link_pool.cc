@@ -16,7 +16,10 @@ transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record) {
 
 LinkPool::LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
                    std::vector<std::unique_ptr<transport::Transport>> transports)
-    : rank_(rank), peers_(std::move(peers)), transports_(std::move(transports)) {}
+    : rank_(rank),
+      peers_(std::move(peers)),
+      transports_(std::move(transports)),
+      by_peer_(peers_.size(), nullptr) {}
 
 LinkPool::~LinkPool() {
   std::lock_guard<std::mutex> lock(lane_);
@@ -24,11 +27,11 @@ LinkPool::~LinkPool() {
     link->Close(Status::Aborted("rank " + std::to_string(rank_) + ": communicator destroyed"));
   }
   links_.clear();
+  by_peer_.assign(by_peer_.size(), nullptr);
 }
 
 Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
-  auto found = links_.find(peer);
-  if (found != links_.end()) return found->second.get();
+  if (by_peer_[peer] != nullptr) return by_peer_[peer];
   const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
   const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
   for (const auto& t : transports_) {
@@ -47,6 +50,7 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
     }
     transport::Connection* raw = link.get();
     links_[peer] = std::move(link);
+    by_peer_[peer] = raw;
     return raw;
   }
   return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +

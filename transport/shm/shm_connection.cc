@@ -506,7 +506,10 @@ RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
 RequestPtr ShmChannel::PostReceive(RecvOp op) {
   std::lock_guard<std::mutex> lock(recv_mutex_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
+  bool ring_empty = false;  // nothing for this receive to match yet, so no progress to try
   if (recv_queue_.empty() && !active_.request && !discarding_) {
+    // Read before the ring, as ProgressRecvLocked does: a peer known gone has written all it will.
+    const bool gone = peer_gone_.load(std::memory_order_acquire);
     // Fast path: the whole message is already waiting at the head of the ring.
     const RecordHeader* record = reader_.Peek();
     if (record != nullptr && record->kind == RecordKind::kStart && record->tag == op.tag &&
@@ -517,12 +520,15 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
       RingDoorbellIfAsked();
       return DoneRequest();
     }
+    // The usual slow case (the peer's message has not landed): queue it and let the wait poll.
+    // A gone peer still goes through ProgressRecvLocked, which fails the receive at once.
+    ring_empty = record == nullptr && !gone;
   }
   RequestPtr request = NewRequest(recv_pool_);
   op.request = request;
   recv_queue_.push_back(std::move(op));
   AddRecvWorkLocked(1);
-  (void)ProgressRecvLocked();
+  if (!ring_empty) (void)ProgressRecvLocked();
   return request;
 }
 
