@@ -40,13 +40,6 @@ RequestPtr FinishedRequest(const Status& status) {
   return request;
 }
 
-// One completed request per thread, returned by posts that finish on the spot: most small
-// messages then cost no allocation. Requests are immutable once complete, so sharing is safe.
-const RequestPtr& DoneRequest() {
-  thread_local const RequestPtr done = FinishedRequest(Status::Ok());
-  return done;
-}
-
 }  // namespace
 
 std::shared_ptr<ShmChannel> ShmChannel::Create(ChannelSetup setup) {
@@ -72,6 +65,7 @@ ShmChannel::ShmChannel(ChannelSetup setup)
       peer_pid_(setup.peer_pid),
       stalled_(std::move(setup.stalled)),
       budget_(setup.budget),
+      done_(FinishedRequest(Status::Ok())),
       writer_(out_, segment_.ring_data(side_), ring_bytes_),
       reader_(in_, in_data_, ring_bytes_) {}
 
@@ -241,7 +235,7 @@ RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
     Push result = PushSend(op);
     if (result == Push::kDone) {
       WakePeer();
-      return DoneRequest();
+      return done_;
     }
     RequestPtr request = NewRequest(send_pool_);
     if (result == Push::kRemote) {
@@ -518,7 +512,7 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
       reader_.Consume(record);
       WakePeer();
       RingDoorbellIfAsked();
-      return DoneRequest();
+      return done_;
     }
     // The usual slow case (the peer's message has not landed): queue it and let the wait poll.
     // A gone peer still goes through ProgressRecvLocked, which fails the receive at once.

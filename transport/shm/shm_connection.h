@@ -211,6 +211,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   const pid_t peer_pid_;
   const std::shared_ptr<StalledSends> stalled_;
   const WaitBudget budget_;
+  // Returned by every post that finishes on the spot, so most small messages cost no allocation
+  // (requests are immutable once complete, so sharing one is safe). Per channel rather than per
+  // thread: a thread_local with a constructor costs an initialisation check on every access, and
+  // threads posting on one channel already share its locks.
+  const RequestPtr done_;
 
   // Lock order: send_mutex_ before recv_mutex_ (only Fail() holds both). Neither is held while
   // taking a transport lock. Progress() only try_locks them.
