@@ -113,7 +113,7 @@ void ShmChannel::WakeSleepersFenced(SideControl* side) {
   FutexWakeAll(&side->wake_seq);
 }
 
-// Every writer of recv_work_ holds recv_mutex_ (only Poll reads it without), so a plain load
+// Every writer of recv_work_ holds recv_lock_ (only Poll reads it without), so a plain load
 // and store do what an atomic add would, without the locked instruction on every message.
 void ShmChannel::AddRecvWorkLocked(int delta) {
   recv_work_.store(recv_work_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
@@ -228,7 +228,7 @@ bool ShmChannel::ProgressSendLocked(bool* completed_out) {
 }
 
 RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
-  std::lock_guard<std::mutex> lock(send_mutex_);
+  std::lock_guard<ChannelLock> lock(send_lock_);
   if (!send_failure_.ok() || AdoptLinkLossLocked()) return FinishedRequest(send_failure_);
   SendOp op{nullptr, static_cast<const char*>(data), bytes, tag, 0, false};
   if (send_queue_.empty()) {
@@ -257,10 +257,10 @@ RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
 }
 
 bool ShmChannel::TryPushSends() {
-  if (!send_mutex_.try_lock()) return false;
+  if (!send_lock_.try_lock()) return false;
   bool completed = false;
   bool moved = ProgressSendLocked(&completed);
-  send_mutex_.unlock();
+  send_lock_.unlock();
   if (completed) WakeSelf();
   return moved;
 }
@@ -268,7 +268,7 @@ bool ShmChannel::TryPushSends() {
 void ShmChannel::OnDoorbell() {
   bool completed = false;
   {
-    std::lock_guard<std::mutex> lock(send_mutex_);
+    std::lock_guard<ChannelLock> lock(send_lock_);
     (void)ProgressSendLocked(&completed);
     if (doorbell_mode_ && !send_queue_.empty()) ArmDoorbellLocked();
   }
@@ -283,7 +283,7 @@ void ShmChannel::Backstop() {
   }
   bool completed = false;
   {
-    std::lock_guard<std::mutex> lock(send_mutex_);
+    std::lock_guard<ChannelLock> lock(send_lock_);
     (void)ProgressSendLocked(&completed);
     if (!send_queue_.empty()) {
       doorbell_mode_ = true;
@@ -498,7 +498,7 @@ RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
 }
 
 RequestPtr ShmChannel::PostReceive(RecvOp op) {
-  std::lock_guard<std::mutex> lock(recv_mutex_);
+  std::lock_guard<ChannelLock> lock(recv_lock_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
   bool ring_empty = false;  // nothing for this receive to match yet, so no progress to try
   if (recv_queue_.empty() && !active_.request && !discarding_) {
@@ -552,9 +552,9 @@ bool ShmChannel::Poll() {
   if (recv_work_.load(std::memory_order_relaxed) > 0 &&
       (RingReader::MaybeReady(in_, in_data_, ring_bytes_) ||
        peer_gone_.load(std::memory_order_relaxed))) {
-    if (recv_mutex_.try_lock()) {
+    if (recv_lock_.try_lock()) {
       moved = ProgressRecvLocked();
-      recv_mutex_.unlock();
+      recv_lock_.unlock();
     }
   }
   if (send_work_.load(std::memory_order_relaxed) > 0) moved |= TryPushSends();
@@ -612,8 +612,8 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
 
 void ShmChannel::Fail(const Status& reason) {
   {
-    std::lock_guard<std::mutex> send_lock(send_mutex_);
-    std::lock_guard<std::mutex> recv_lock(recv_mutex_);
+    std::lock_guard<ChannelLock> send_lock(send_lock_);
+    std::lock_guard<ChannelLock> recv_lock(recv_lock_);
     if (failed_.load()) return;
     out_->abandoned.store(1, std::memory_order_seq_cst);
     if (same_process_) {
@@ -665,13 +665,13 @@ bool ShmChannel::AdoptLinkLossLocked() {
 void ShmChannel::OnPeerGone(const Status& reason) {
   if (peer_gone_.load()) return;
   {
-    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    std::lock_guard<ChannelLock> send_lock(send_lock_);
     peer_gone_status_ = reason;
     peer_gone_.store(true, std::memory_order_release);
     FailSendsLocked(reason);
   }
   {
-    std::lock_guard<std::mutex> recv_lock(recv_mutex_);
+    std::lock_guard<ChannelLock> recv_lock(recv_lock_);
     (void)ProgressRecvLocked();  // hands over what is left in the ring, then fails the rest
   }
   WakeSelf();

@@ -51,6 +51,7 @@
 #include "core/status.h"
 #include "transport/connection.h"
 #include "transport/request_pool.h"
+#include "transport/shm/channel_lock.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stalled_sends.h"
@@ -146,7 +147,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
 
   explicit ShmChannel(ChannelSetup setup);
 
-  // All of these run with send_mutex_ held.
+  // All of these run with send_lock_ held.
   Push PushSend(SendOp& op);
   // Completes acknowledged remote sends and pushes queued sends. Returns whether anything moved;
   // `*completed` (if given) whether a request completed.
@@ -162,7 +163,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // If the receive side found the link lost, fails the sends with its reason; true if so.
   bool AdoptLinkLossLocked();
 
-  // With recv_mutex_ held. Matches ring records to posted receives; true if anything moved.
+  // With recv_lock_ held. Matches ring records to posted receives; true if anything moved.
   bool ProgressRecvLocked();
   // Progress() that says whether anything moved (Wait() restarts its spin phase then).
   bool Poll();
@@ -188,7 +189,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   void WakePeer();
   // Wakes `side`'s sleepers, if any; the caller has just run a sequentially consistent fence.
   void WakeSleepersFenced(SideControl* side);
-  // recv_work_ += delta, with recv_mutex_ held.
+  // recv_work_ += delta, with recv_lock_ held.
   void AddRecvWorkLocked(int delta);
   // After consuming: if the producer asked for a doorbell, ring it (one byte on the socket).
   void RingDoorbellIfAsked();
@@ -217,23 +218,23 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // threads posting on one channel already share its locks.
   const RequestPtr done_;
 
-  // Lock order: send_mutex_ before recv_mutex_ (only Fail() holds both). Neither is held while
+  // Lock order: send_lock_ before recv_lock_ (only Fail() holds both). Neither is held while
   // taking a transport lock. Progress() only try_locks them.
-  std::mutex send_mutex_;  // guards the producer side: writer_, the send queues, send_failure_,
+  ChannelLock send_lock_;  // guards the producer side: writer_, the send queues, send_failure_,
                            // send_pool_
   RingWriter writer_;
   std::deque<SendOp> send_queue_;        // not yet (fully) in the ring
   std::deque<RemoteSend> remote_sends_;  // descriptors in the ring, awaiting remote_done
   uint64_t remote_next_ = 0;
   Status send_failure_;
-  std::atomic<bool> listed_{false};  // in stalled_ (queue not empty); written under send_mutex_
+  std::atomic<bool> listed_{false};  // in stalled_ (queue not empty); written under send_lock_
   bool doorbell_mode_ = false;       // the control thread took over pushing (see Backstop)
   std::atomic<int> send_work_{0};    // queued + remote outstanding: hint for lock-free Progress()
   std::atomic<uint64_t> pushes_{0};  // records pushed so far (Backstop's progress check)
   uint64_t backstop_seen_ = 0;       // control thread only
   RequestPool send_pool_;            // requests of sends that did not finish in PostSend
 
-  std::mutex recv_mutex_;  // guards the consumer side: reader_, the receive queue, active_,
+  ChannelLock recv_lock_;  // guards the consumer side: reader_, the receive queue, active_,
                            // recv_pool_
   RingReader reader_;
   std::deque<RecvOp> recv_queue_;
@@ -245,7 +246,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   Status recv_failure_;
   std::atomic<int> recv_work_{0};  // receives posted and not done: hint for Progress()
   RequestPool recv_pool_;          // requests of receives that did not finish in PostReceive
-  std::atomic<bool> link_lost_{false};  // set once under recv_mutex_, read by the send side
+  std::atomic<bool> link_lost_{false};  // set once under recv_lock_, read by the send side
   Status link_lost_status_;             // written once before link_lost_ is set (release)
 
   std::atomic<bool> failed_{false};
