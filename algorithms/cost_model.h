@@ -50,6 +50,20 @@ inline double ReduceWhileReceiving(const LinkModel& link, int n, double message_
 
 // The pipelining unit the cost functions assume (BRAID_CHUNK_BYTES' default).
 constexpr double kChunkBytes = 512 * 1024;
+// Microseconds of reduction a pipelined algorithm cannot hide: `bytes` reduced in steps of
+// `step_bytes`, each cut in chunks. Where the link reduces on receive the reduction is part of
+// every receive, so all of it counts (at the cache rate). Elsewhere chunk k is reduced while chunk
+// k+1 is in flight and only the last chunk of each step is exposed, while a non-pipelined step
+// (rhd, rd) reduces after its whole message landed. Measured over TCP at 2 ranks (select_check,
+// 21:15): the ring ahead of rhd from 2 MiB (2 MiB 541 vs 580 us, 8 MiB 2090 vs 2842), where the
+// model summing both reductions picked rhd by a few microseconds up to 4 MiB. (At 4 ranks the
+// ring also led at 2 MiB, 1341 vs 1957 us, with steps of one chunk: not modelled.)
+inline double PipelinedReduce(const LinkModel& link, double bytes, double step_bytes) {
+  if (link.reduces_on_receive) return Reduce(link, bytes);
+  const double chunks = step_bytes <= kChunkBytes ? 1.0 : std::ceil(step_bytes / kChunkBytes);
+  return Reduce(link, bytes) / chunks;
+}
+
 // Microseconds of per-message overhead for `steps` pipelined steps each moving `step_bytes` in
 // chunks (non-pipelined algorithms pay link.message_us once per step): what makes a pipelined
 // algorithm lose a tie to one that sends whole blocks once its steps take several chunks (at 2

@@ -29,7 +29,7 @@ double RingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   double share = static_cast<double>(n - 1) / n * static_cast<double>(bytes) / 1e3;  // bytes → µs·GB/s
   return link.pipeline_us + 2 * (n - 1) * link.latency_us + 2 * share / link.bandwidth_gbps +
-         share / link.reduce_gbps +
+         cost::PipelinedReduce(link, share * 1e3, static_cast<double>(bytes) / n) +
          cost::ChunkMessages(link, 2 * (n - 1), static_cast<double>(bytes) / n);
 }
 
