@@ -73,6 +73,41 @@ std::vector<std::string> ExchangeAll(Mesh& mesh, const std::vector<size_t>& size
   return errors;
 }
 
+TEST_CASE("shm: sends that finish on the spot share one uncounted, finished request",
+          "[shm]") {
+  Mesh mesh = MakeMesh(3, 81);
+  REQUIRE(mesh.error.empty());
+  const float out[2] = {1.5f, -2.0f};
+  float in[2] = {0, 0};
+  // Two channels, one message each: both sends fit the ring and complete at once.
+  RequestPtr first = mesh.conns[0][1]->PostSend(out, sizeof(out), 7);
+  RequestPtr second = mesh.conns[0][2]->PostSend(out, sizeof(out), 7);
+  CHECK(first->IsDone());
+  CHECK(first->status().ok());
+  CHECK(first.get() == second.get());
+  // Owns nothing: copying and dropping it count no references (and it outlives any channel).
+  CHECK(first.use_count() == 0);
+  {
+    RequestPtr copy = first;
+    CHECK(copy.use_count() == 0);
+  }
+  // The messages themselves still arrive.
+  for (int peer : {1, 2}) {
+    CAPTURE(peer);
+    in[0] = in[1] = 0;
+    RequestPtr recv = mesh.conns[peer][0]->PostRecv(in, sizeof(in), 7);
+    REQUIRE(recv->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+    CHECK(in[0] == 1.5f);
+    CHECK(in[1] == -2.0f);
+  }
+  // A failed send does not get the shared request.
+  mesh.conns[0][1]->Close(Status::Aborted("closed by the test"));
+  RequestPtr failed = mesh.conns[0][1]->PostSend(out, sizeof(out), 8);
+  CHECK(failed->IsDone());
+  CHECK_FALSE(failed->status().ok());
+  CHECK(failed.get() != first.get());
+}
+
 TEST_CASE("shm: messages of many sizes arrive intact between every pair", "[shm]") {
   const int size = GENERATE(2, 3);
   const bool cross_memory = GENERATE(true, false);

@@ -40,6 +40,20 @@ RequestPtr FinishedRequest(const Status& status) {
   return request;
 }
 
+// The request every post that finishes OK on the spot returns. It is never freed and is handed
+// out through a shared_ptr that owns nothing (the aliasing constructor with an empty owner), so
+// copying and dropping it touch no reference count: two locked instructions less per small
+// message than a counted request. A complete request never changes, so one serves every channel
+// and thread, and a holder can outlive the channel it came from.
+RequestPtr CompletedOkRequest() {
+  static Request* const request = [] {
+    auto* finished = new Request();  // never freed, see above
+    finished->Complete(Status::Ok());
+    return finished;
+  }();
+  return RequestPtr(RequestPtr(), request);
+}
+
 }  // namespace
 
 std::shared_ptr<ShmChannel> ShmChannel::Create(ChannelSetup setup) {
@@ -65,7 +79,7 @@ ShmChannel::ShmChannel(ChannelSetup setup)
       peer_pid_(setup.peer_pid),
       stalled_(std::move(setup.stalled)),
       budget_(setup.budget),
-      done_(FinishedRequest(Status::Ok())),
+      done_(CompletedOkRequest()),
       writer_(out_, segment_.ring_data(side_), ring_bytes_),
       reader_(in_, in_data_, ring_bytes_) {}
 

@@ -213,9 +213,9 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   const std::shared_ptr<StalledSends> stalled_;
   const WaitBudget budget_;
   // Returned by every post that finishes on the spot, so most small messages cost no allocation
-  // (requests are immutable once complete, so sharing one is safe). Per channel rather than per
-  // thread: a thread_local with a constructor costs an initialisation check on every access, and
-  // threads posting on one channel already share its locks.
+  // and no reference counting (CompletedOkRequest in the .cc). Kept per channel rather than
+  // fetched from a function-local static or a thread_local, which cost an initialisation check on
+  // every access.
   const RequestPtr done_;
 
   // Lock order: send_lock_ before recv_lock_ (only Fail() holds both). Neither is held while
