@@ -18,14 +18,19 @@ const char* CodeName(Code code) {
   return "unknown result code";
 }
 
+const std::string& Status::EmptyMessage() {
+  static const std::string empty;
+  return empty;
+}
+
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  return Status(code_, context + ": " + message());
 }
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  return std::string(CodeName(code_)) + ": " + message_;
+  return std::string(CodeName(code_)) + ": " + message();
 }
 
 }  // namespace braid
