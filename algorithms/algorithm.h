@@ -27,7 +27,8 @@ struct LinkModel {
   double cache_bytes = 16.0 * 1024 * 1024;
   double memory_reduce_gbps = 4.5;
   // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete):
-  // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks).
+  // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks before the per-call
+  // work; DefaultLinkModel gives shm with a core per rank 0.25).
   double message_us = 0.5;
   // Fixed cost per call of an algorithm built from the pipelined primitives (ring, tree): the
   // FIFOs and per-step bookkeeping that a plain exchange does not set up. Measured at 2 ranks,
