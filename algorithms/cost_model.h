@@ -35,17 +35,20 @@ inline double ReduceWhole(const LinkModel& link, int n, double message_bytes, do
 }
 
 // Microseconds to reduce `bytes` that arrive in a message (a non-pipelined algorithm's exchange).
-// Where the link reduces on receive, the reduction is fused into the receive: the peer's data
-// streams through the cache once and no separate whole-buffer pass over scratch follows, so it is
-// priced at the cache rate whatever the buffers' size. Measured since rhd's halving steps reduce
-// on receive (bench/select_check.py, docs/ALGORITHMS.md): at 4 ranks on 2 cores, 8 and 32 MiB,
-// rhd 8-33% faster than the ring, where ReduceWhole's memory rate priced it 12% slower; at 2
-// ranks, 8 and 32 MiB, rhd 1.6-2.5x faster than the ring on a loaded machine and 4-14% slower
-// to 6% faster on a quiet one. Elsewhere the message lands in scratch and is reduced in a
-// separate pass (ReduceWhole).
+// Where the link reduces on receive and the ranks take turns on the cores, the reduction is fused
+// into the receive and priced at the cache rate whatever the buffers' size: measured at 4 ranks on
+// 2 cores, 8 and 32 MiB, rhd ran 8-33% ahead of the ring once its halving steps reduced on
+// receive (select_check 16:28, 20:45, 21:11, 21:41), where ReduceWhole's memory rate priced it
+// 12% behind. With a core per rank the ring keeps both ranks busy and overlaps its reduce-scatter
+// with its allgather chunk by chunk, while a whole-message step streams a buffer that outgrew the
+// cache from memory: at 2 ranks on a quiet machine the ring ran 11-14% ahead of rhd at 8 MiB and
+// 3-11% at 32 MiB in three checks, so ReduceWhole's price stands there (and wherever the message
+// lands in scratch first, to be reduced in a separate pass). On a loaded machine the 2-rank order
+// reverses (20:47: rhd 728 us against the ring's 1822 at 8 MiB); the model follows the quiet one.
 inline double ReduceWhileReceiving(const LinkModel& link, int n, double message_bytes,
                                    double bytes) {
-  return link.reduces_on_receive ? Reduce(link, bytes) : ReduceWhole(link, n, message_bytes, bytes);
+  return link.reduces_on_receive && link.shared_cores ? Reduce(link, bytes)
+                                                      : ReduceWhole(link, n, message_bytes, bytes);
 }
 
 // The pipelining unit the cost functions assume (BRAID_CHUNK_BYTES' default).

@@ -115,8 +115,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
                                                       std::move(policy).value()));
   // Connect the ring neighbours now, so an unreachable peer fails init rather than the first
   // collective; other links are made when first needed. A child sharing its parent's links skips
-  // this: the parent may be running an operation on them (on another thread), and the pairs it
-  // needs are mostly linked already.
+  // this: they are the parent's to make, and the pairs it needs are mostly linked already.
   if (comm->size_ > 1 && !shared) {
     std::lock_guard<std::mutex> lock(comm->op_mutex_);
     std::lock_guard<std::mutex> lane(comm->links_->lane());
@@ -154,11 +153,18 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       links_(std::move(links)),
       pool_ranks_(std::move(pool_ranks)),
       selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports())),
-      open_store_(std::move(options.open_store)) {}
+      open_store_(std::move(options.open_store)) {
+  links_->AddCommunicator();
+}
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { links_->RemoveCommunicator(); }
 
-// Caller holds links_->lane().
+std::unique_lock<std::mutex> Communicator::HoldLaneIfShared() {
+  if (!links_->Shared()) return std::unique_lock<std::mutex>();
+  return std::unique_lock<std::mutex>(links_->lane());
+}
+
+// Caller holds op_mutex_, and links_->lane() while the pool is shared.
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
   return links_->Get(pool_ranks_[peer], deadline);
 }
@@ -259,7 +265,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
           std::make_shared<rendezvous::PrefixStore>(std::move(base).value(), child_space));
     };
   }
+  // A child that shares this communicator's links is made while no operation of this one is in
+  // flight (op_mutex_): from then on the pool is shared and every operation on it takes the lane
+  // (LinkPool::AddCommunicator says why the lane is skipped until then).
+  std::unique_lock<std::mutex> no_operation_in_flight(op_mutex_, std::defer_lock);
+  if (options.shared_links != nullptr) no_operation_in_flight.lock();
   auto child = Create(std::move(options));
+  if (no_operation_in_flight.owns_lock()) no_operation_in_flight.unlock();
   if (!child.ok()) return child.status().WithContext(who + ": creating the communicator of color " + std::to_string(color));
   BRAID_LOG(kInfo, rank_) << "split #" << space << ": color " << color << " key " << key
                           << " -> rank " << child.value()->rank() << " of " << child.value()->size()
@@ -346,7 +358,7 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
   // communicator sharing these links slips in between them.
-  std::lock_guard<std::mutex> lane(links_->lane());
+  const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   BRAID_RETURN_IF_ERROR(CheckUsable());
   auto algorithm = selector_.Select(args);
   if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
@@ -448,7 +460,7 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<std::mutex> lock(op_mutex_);
-  std::lock_guard<std::mutex> lane(links_->lane());
+  const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   return RunOperation(kPointToPointSequence, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
     // Point-to-point tags: top bit set, then the per-pair message number.
     constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;

@@ -139,6 +139,9 @@ class Communicator {
     return WhyUnusable();
   }
   Status WhyUnusable() const;
+  // The pool's lane, locked, when another communicator shares the pool; else an empty lock.
+  // Called with op_mutex_ held.
+  std::unique_lock<std::mutex> HoldLaneIfShared();
   void* Scratch(size_t bytes);
   // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
   void Break(const Status& error);
@@ -157,7 +160,8 @@ class Communicator {
   // The job's link model (also the cost model's) and the algorithm choice; guarded by op_mutex_.
   algorithms::CachedSelector selector_;
 
-  // Lock order: op_mutex_, then links_->lane(), then error_mutex_.
+  // Lock order: op_mutex_, then links_->lane() (taken only while the pool is shared), then
+  // error_mutex_.
   std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
   std::vector<char> scratch_;
   uint64_t next_sequence_ = 0;
