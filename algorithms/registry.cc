@@ -27,10 +27,10 @@ Status RunRingAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args
 // 2(n-1) steps; each rank sends and receives 2(n-1)/n of the buffer and reduces (n-1)/n of it.
 double RingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
-  double share = static_cast<double>(n - 1) / n * static_cast<double>(bytes) / 1e3;  // bytes → µs·GB/s
-  return link.pipeline_us + 2 * (n - 1) * link.latency_us + 2 * share / link.bandwidth_gbps +
-         cost::PipelinedReduce(link, share * 1e3, static_cast<double>(bytes) / n) +
-         cost::ChunkMessages(link, 2 * (n - 1), static_cast<double>(bytes) / n);
+  const double share = static_cast<double>(n - 1) / n * static_cast<double>(bytes);
+  const double step = static_cast<double>(bytes) / n;
+  return link.pipeline_us + 2 * (n - 1) * link.latency_us + 2 * cost::Transfer(link, share) +
+         cost::PipelinedReduce(link, share, step) + cost::ChunkMessages(link, 2 * (n - 1), step);
 }
 
 }  // namespace

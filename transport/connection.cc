@@ -48,7 +48,7 @@ void Request::Complete(Status status) {
 }
 
 void Request::Reset() {
-  if (!status_.ok()) status_ = Status::Ok();  // most finished OK: no string to rebuild
+  status_ = Status::Ok();
   claimed_.store(false, std::memory_order_relaxed);
   done_.store(false, std::memory_order_relaxed);
 }
