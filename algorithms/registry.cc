@@ -8,6 +8,7 @@
 #include "algorithms/chain_reduce.h"
 #include "algorithms/ring_allgather.h"
 #include "algorithms/ring_reduce_scatter.h"
+#include "algorithms/direct_allreduce.h"
 #include "algorithms/dissemination_barrier.h"
 #include "algorithms/gather.h"
 #include "algorithms/pairwise_alltoall.h"
@@ -54,7 +55,9 @@ const std::vector<Algorithm>& Algorithms() {
       {"binomial", Collective::kReduce, RunBinomialReduce, BinomialReduceCost},
       // --- end tree family ---
 
-      // --- direct family (pairwise all-to-all, gather/scatter, barrier) ---
+      // --- direct family (allreduce, pairwise all-to-all, gather/scatter, barrier) ---
+      // No cost function: runs only when BRAID_ALGO forces it (direct_allreduce.cc says why).
+      {"direct", Collective::kAllReduce, RunDirectAllReduce, nullptr},
       {"pairwise", Collective::kAllToAll, PairwiseAllToAll, PairwiseAllToAllCost},
       {"direct", Collective::kGather, DirectGather, DirectGatherCost},
       {"binomial", Collective::kGather, BinomialGather, BinomialGatherCost},

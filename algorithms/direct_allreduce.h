@@ -1,0 +1,22 @@
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/collective_context.h"
+#include "core/datatype.h"
+#include "core/status.h"
+
+namespace braid::algorithms {
+
+// recvbuf[i] = op over ranks of sendbuf[i], for i < count, on every rank, bitwise identical on
+// every rank, in one step: every rank sends its buffer to every other ("direct"). sendbuf may
+// equal recvbuf (in place). kAvg divides by ctx.size (integers truncate).
+Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
+                       size_t count, DataType type, ReduceOp op);
+
+// Registry adapter (algorithms/registry.cc). No cost function: forced through BRAID_ALGO only
+// (direct_allreduce.cc says why).
+Status RunDirectAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args);
+
+}  // namespace braid::algorithms
