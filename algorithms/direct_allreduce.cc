@@ -75,22 +75,20 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
     sends[peer] = connection.value()->PostSend(sendbuf, bytes, tag);
     receives[peer] = connection.value()->PostRecv(slot(peer), bytes, tag);
   }
-  for (int k = 1; k < n; ++k) {
-    const int peer = (rank + k) % n;
-    Status status = receives[peer]->Wait(ctx.deadline);
-    if (!status.ok()) {
-      return status.WithContext(Describe(ctx, count, type, op) + ": receiving from rank " +
-                                std::to_string(peer));
+  auto wait_all = [&](const std::vector<transport::RequestPtr>& requests,
+                      const char* doing) -> Status {
+    for (int k = 1; k < n; ++k) {
+      const int peer = (rank + k) % n;
+      Status status = requests[peer]->Wait(ctx.deadline);
+      if (!status.ok()) {
+        return status.WithContext(Describe(ctx, count, type, op) + ": " + doing + " rank " +
+                                  std::to_string(peer));
+      }
     }
-  }
-  for (int k = 1; k < n; ++k) {
-    const int peer = (rank + k) % n;
-    Status status = sends[peer]->Wait(ctx.deadline);
-    if (!status.ok()) {
-      return status.WithContext(Describe(ctx, count, type, op) + ": sending to rank " +
-                                std::to_string(peer));
-    }
-  }
+    return Status::Ok();
+  };
+  BRAID_RETURN_IF_ERROR(wait_all(receives, "receiving from"));
+  BRAID_RETURN_IF_ERROR(wait_all(sends, "sending to"));
 
   if (in_place) std::memcpy(slot(rank), sendbuf, bytes);
   auto contribution = [&](int p) -> const void* {
