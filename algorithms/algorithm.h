@@ -44,6 +44,16 @@ struct LinkModel {
   // rooted collectives are then bound by the work of all ranks together, not by the busiest
   // rank's (cost::RootedCall).
   bool shared_cores = true;
+  // How many ranks share each CPU on the busiest host (1 with a core per rank): where ranks take
+  // turns on the cores, work that does not wait on other ranks (a direct algorithm's n-1 sends
+  // and reductions) runs that many times slower than on a core of its own.
+  double ranks_per_cpu = 1.0;
+  // Fixed cost of each message a rank has in flight at once in one step, beyond the step's
+  // latency: what a direct algorithm pays n-1 times per rank where a tree pays one message per
+  // step. Fitted to the direct allreduce against rd (docs/ALGORITHMS.md, allreduce): 1 us on
+  // shared memory, 12 us over TCP, where a loopback send delivers the message (and wakes the
+  // receiver) in the sender's own time slice.
+  double fan_out_us = 1.0;
 };
 
 // The measured model of `transport` ("shm", "tcp"; any other name gets TCP's, which is also what
@@ -68,12 +78,17 @@ struct LinkModel {
 // bench/select_check.py (docs/ALGORITHMS.md, "Selection check"): latency within the measured
 // range, bandwidth the exchange rate (every rank sends at once in every collective), reduction
 // the cache-resident rate (pipelined algorithms reduce chunk by chunk).
-// `oversubscribed`: some host runs more ranks than it has CPUs.
-inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true) {
+// `oversubscribed`: some host runs more ranks than it has CPUs; `ranks_per_cpu`: how many on the
+// busiest host (only read when oversubscribed; the default is the development hosts' 4 ranks on
+// 2 CPUs).
+inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true,
+                                  double ranks_per_cpu = 2.0) {
   const std::string name = transport == nullptr ? "" : transport;
   LinkModel link = name == "shm" ? LinkModel{oversubscribed ? 8.0 : 0.1, 1.5, 20.0}
                                   : LinkModel{10.0, 1.0, 20.0};
   link.shared_cores = oversubscribed;
+  link.ranks_per_cpu = oversubscribed && ranks_per_cpu > 1.0 ? ranks_per_cpu : 1.0;
+  link.fan_out_us = name == "shm" ? 1.0 : 12.0;
   if (name == "shm") {
     link.reduces_on_receive = true;
     // A core per rank: one exchange step (latency + message) is an 8-byte rd allreduce,

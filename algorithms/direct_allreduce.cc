@@ -10,16 +10,16 @@
 // ran. The price is n-1 copies of the buffer per rank, sent and reduced, so it only pays for
 // small buffers on shared memory with shared cores.
 //
-// Not chosen by the selector yet (no cost function; BRAID_ALGO=allreduce:direct forces it).
-// Measured on the 2-core development VM, 2026-11-24, all_reduce_perf -n 2000-3000, shared memory:
-// ahead of rd up to 512 B-2 KiB at 3, 5 and 6 ranks (3 ranks 8 B: 2.5-2.7 us against rd's three
-// steps 4.2-6.1; 5 ranks 7.7-8.7 against 10.3-14.3), within noise at 4 ranks, and behind from
-// 4-8 KiB (5 ranks, 32 KiB: 80-105 us against 35-62). Over TCP it is behind at every size (3 ranks,
-// 8 B: 33 us against 23): a loopback send delivers the message in the sender's context, so a
-// fan-out of n-1 sends costs the sender n-1 deliveries. Pricing both effects needs a fan-out term
-// in the link model (per further message in flight, and per byte taken in from n-1 peers at once),
-// which is not measured yet; with the alpha-beta terms alone the model would put the shared-memory
-// crossover near 160 KB and pick it over TCP, both wrong.
+// When the selector picks it (DirectAllReduceCost): one step's latency, then n-1 messages, copies
+// and reductions per rank, each message at the link's fan-out price and all of it slowed by the
+// ranks sharing a core, since none of it waits on anyone. Measured on the 2-core development VM,
+// 2026-11-24, shared memory (all_reduce_perf -n 2000-3000; select_check): ahead of rd up to
+// 512 B-8 KiB at 3-6 ranks (4 ranks 8 B: 3.7 us against rd's 4.3; 3 ranks 2.5-2.7 against 4.2-6.1;
+// 5 ranks 7.7-8.7 against 10.3-14.3), behind from 2-8 KiB (5 ranks, 32 KiB: 80-105 us against
+// 35-62). Over TCP it is behind at every size (3 ranks, 8 B: 33 us against 23; 4 ranks 51-60
+// against 37-43): a loopback send delivers the message in the sender's context, so a fan-out of
+// n-1 sends costs the sender n-1 deliveries; the TCP fan-out price keeps it from being picked.
+// With a core per rank (2 ranks here) it is rd's single exchange, and rd keeps the tie.
 //
 // Identical bits everywhere: every rank combines the n contributions in rank order,
 // ((b0 op b1) op b2) ... op b(n-1), from the same operands, so floating-point results agree to
@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/cost_model.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
@@ -104,6 +105,18 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
 
 Status RunDirectAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
   return DirectAllReduce(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.op);
+}
+
+// One latency, then per rank n-1 messages at the fan-out price, n-1 transfers and n-1 whole-buffer
+// reductions, times the ranks sharing each core. rd's steps are priced by their latency, which
+// with shared cores already is a scheduling round (DefaultLinkModel); the fit to the measured
+// crossovers (4 ranks: 0.5-2 KiB; 3, 5 and 6 ranks: 4-8 KiB) is in docs/ALGORITHMS.md.
+double DirectAllReduceCost(const LinkModel& link, int n, size_t bytes) {
+  if (n <= 1) return 0;
+  const double b = static_cast<double>(bytes);
+  const double per_peer =
+      link.fan_out_us + cost::Transfer(link, b) + cost::ReduceWhole(link, n, b, b);
+  return link.latency_us + (n - 1) * link.ranks_per_cpu * per_peer;
 }
 
 }  // namespace braid::algorithms

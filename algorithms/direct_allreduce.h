@@ -15,8 +15,8 @@ namespace braid::algorithms {
 Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                        size_t count, DataType type, ReduceOp op);
 
-// Registry adapter (algorithms/registry.cc). No cost function: forced through BRAID_ALGO only
-// (direct_allreduce.cc says why).
+// Registry adapter and cost function (algorithms/registry.cc).
 Status RunDirectAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args);
+double DirectAllReduceCost(const LinkModel& link, int n, size_t bytes);
 
 }  // namespace braid::algorithms

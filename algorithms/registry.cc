@@ -56,8 +56,7 @@ const std::vector<Algorithm>& Algorithms() {
       // --- end tree family ---
 
       // --- direct family (allreduce, pairwise all-to-all, gather/scatter, barrier) ---
-      // No cost function: runs only when BRAID_ALGO forces it (direct_allreduce.cc says why).
-      {"direct", Collective::kAllReduce, RunDirectAllReduce, nullptr},
+      {"direct", Collective::kAllReduce, RunDirectAllReduce, DirectAllReduceCost},
       {"pairwise", Collective::kAllToAll, PairwiseAllToAll, PairwiseAllToAllCost},
       {"direct", Collective::kGather, DirectGather, DirectGatherCost},
       {"binomial", Collective::kGather, BinomialGather, BinomialGatherCost},

@@ -44,9 +44,13 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
     cpus = std::max(cpus, std::max(record.cpus, 1));
   }
   bool oversubscribed = false;
-  for (const auto& [host, load] : per_host) oversubscribed |= load.first > load.second;
+  double ranks_per_cpu = 1.0;
+  for (const auto& [host, load] : per_host) {
+    oversubscribed |= load.first > load.second;
+    ranks_per_cpu = std::max(ranks_per_cpu, static_cast<double>(load.first) / load.second);
+  }
   return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr,
-                                      oversubscribed);
+                                      oversubscribed, ranks_per_cpu);
 }
 
 // The deadline of an operation that starts now: `timeout_ms` from now, read from the coarse

@@ -200,11 +200,13 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
   const LinkModel link = DefaultLinkModel(transport);
   CAPTURE(transport);
   SECTION("small allreduce: a latency-optimal algorithm") {
+    // One step of n-1 messages (direct) only on shared memory with ranks sharing cores.
+    const bool direct_allowed = std::string(transport) == "shm";
     for (int n : {2, 3, 4, 5, 8, 16}) {
       for (size_t bytes : {size_t{4}, size_t{256}, size_t{1024}}) {
         CAPTURE(n, bytes);
         std::string pick = Pick(Collective::kAllReduce, bytes, n, none, link);
-        CHECK((pick == "rd" || pick == "tree"));
+        CHECK((pick == "rd" || pick == "tree" || (direct_allowed && n > 2 && pick == "direct")));
       }
     }
   }
@@ -224,7 +226,9 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
   SECTION("recursive doubling gives way as the size grows") {
     for (int n : {2, 4, 8}) {
       CAPTURE(n);
-      CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, link)) == "rd");
+      const std::string small = Pick(Collective::kAllReduce, 8, n, none, link);
+      CHECK((small == "rd" || (n > 2 && small == "direct")));
+      CHECK(std::string(Pick(Collective::kAllReduce, 8 << 10, n, none, link)) != "direct");
       CHECK(std::string(Pick(Collective::kAllReduce, size_t{16} << 20, n, none, link)) != "rd");
     }
   }
@@ -368,10 +372,13 @@ TEST_CASE("the choice follows the link model", "[selector][select]") {
   slow_wire.bandwidth_gbps = 0.001;
   std::string pick = Pick(Collective::kAllReduce, 1 << 20, 6, none, slow_wire);
   CHECK(pick == "ring");
-  // With expensive messages, the fewest steps win even at 1 MiB.
+  // With expensive steps, the fewest steps win even at 1 MiB: the direct exchange's one, then
+  // recursive doubling's log2(n).
   LinkModel slow_messages;
   slow_messages.latency_us = 1e6;
   pick = Pick(Collective::kAllReduce, 1 << 20, 16, none, slow_messages);
+  CHECK(pick == "direct");
+  pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:^direct"), slow_messages);
   CHECK(pick == "rd");
 }
 
@@ -415,6 +422,43 @@ TEST_CASE("shared memory with a core per rank: short steps; oversubscribed: long
   for (size_t bytes : {size_t{128} << 10, size_t{2} << 20, size_t{8} << 20, size_t{32} << 20}) {
     CAPTURE(bytes);
     CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, shared)) == "rhd");
+  }
+}
+
+TEST_CASE("the direct allreduce: small buffers, shared memory, ranks sharing cores",
+          "[selector][model]") {
+  const AlgorithmPolicy none;
+  // The crossovers measured on 2 cores, 2026-11-24 (docs/ALGORITHMS.md, allreduce): 4 ranks,
+  // direct ahead to 128 B (3.7 against rd's 4.3 us), within 7% at 512 B-2 KiB, behind from 8 KiB;
+  // 3, 5 and 6 ranks ahead to 4 KiB or more.
+  const LinkModel four_on_two = DefaultLinkModel("shm", true, 2.0);
+  for (size_t bytes : {size_t{8}, size_t{128}, size_t{512}}) {
+    CAPTURE(bytes);
+    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, four_on_two)) == "direct");
+  }
+  for (size_t bytes : {size_t{2} << 10, size_t{8} << 10}) {
+    CAPTURE(bytes);
+    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, four_on_two)) == "rd");
+  }
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 3, none, DefaultLinkModel("shm", true, 1.5))) ==
+        "direct");
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 5, none, DefaultLinkModel("shm", true, 2.5))) ==
+        "direct");
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 6, none, DefaultLinkModel("shm", true, 3.0))) ==
+        "direct");
+  // The more ranks share a core, the more its n-1 sends cost: 16 ranks on 2 cores take rd.
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 16, none, DefaultLinkModel("shm", true, 8.0))) ==
+        "rd");
+  // At 2 ranks it is rd's one exchange: rd keeps the tie. With a core per rank, and over TCP
+  // (3 ranks: 33 against 23 us at 8 B; 4 ranks 51-60 against 37-43), rd.
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 2, none, DefaultLinkModel("shm", false))) == "rd");
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 4, none, DefaultLinkModel("shm", false))) == "rd");
+  for (int n : {3, 4, 5, 8}) {
+    CAPTURE(n);
+    const LinkModel tcp = DefaultLinkModel("tcp", true, n / 2.0);
+    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, tcp)) != "direct");
+    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, DefaultLinkModel("tcp", false))) !=
+          "direct");
   }
 }
 
