@@ -176,7 +176,7 @@ void PrintPicks() {
     const char* transport = model.transport;
     const LinkModel link = DefaultLinkModel(transport, model.oversubscribed);
     std::printf("# %s%s: latency %.1f us, bandwidth %.2f GB/s, reduce %.1f GB/s\n", transport,
-                model.oversubscribed ? " (ranks share cores)" : " (a core per rank)",
+                model.oversubscribed ? " (ranks share cores: n ranks on 2 CPUs)" : " (a core per rank)",
                 link.latency_us, link.bandwidth_gbps, link.reduce_gbps);
     for (Collective kind : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
                             Collective::kAllGather, Collective::kReduceScatter,
@@ -189,6 +189,10 @@ void PrintPicks() {
       }
       std::printf("\n");
       for (int n : {2, 3, 4, 5, 8, 16, 64}) {
+        // Ranks sharing cores: the development hosts' 2 CPUs (the direct allreduce's price
+        // depends on how many ranks take turns on each).
+        const LinkModel link_n =
+            model.oversubscribed ? DefaultLinkModel(transport, true, n / 2.0) : link;
         std::printf("%-13s %7d", "", n);
         for (size_t bytes = 8; bytes <= (size_t{64} << 20); bytes *= 4) {
           CollectiveArgs args;
@@ -199,7 +203,7 @@ void PrintPicks() {
                                 kind == Collective::kAllToAll || kind == Collective::kGather ||
                                 kind == Collective::kScatter;
           args.count = per_rank ? std::max<size_t>(1, bytes / n) : bytes;
-          auto chosen = SelectAlgorithm(args, n, none, link);
+          auto chosen = SelectAlgorithm(args, n, none, link_n);
           std::printf(" %8s", chosen.ok() ? chosen.value()->name : "-");
         }
         std::printf("\n");
