@@ -36,21 +36,9 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
       }
     }
   }
-  // Whether some host runs more ranks than it has CPUs (unknown CPU counts count as one).
-  std::map<std::string, std::pair<int, int>> per_host;  // host+boot id -> (ranks, cpus)
-  for (const auto& record : peers) {
-    auto& [ranks, cpus] = per_host[record.host + "/" + record.boot_id];
-    ++ranks;
-    cpus = std::max(cpus, std::max(record.cpus, 1));
-  }
-  bool oversubscribed = false;
-  double ranks_per_cpu = 1.0;
-  for (const auto& [host, load] : per_host) {
-    oversubscribed |= load.first > load.second;
-    ranks_per_cpu = std::max(ranks_per_cpu, static_cast<double>(load.first) / load.second);
-  }
+  const rendezvous::HostLoad load = rendezvous::BusiestHost(peers);
   return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr,
-                                      oversubscribed, ranks_per_cpu);
+                                      load.oversubscribed, load.ranks_per_cpu);
 }
 
 // The deadline of an operation that starts now: `timeout_ms` from now, read from the coarse

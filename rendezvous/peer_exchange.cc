@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace braid::rendezvous {
@@ -60,6 +62,22 @@ const std::string* PeerRecord::AddressOf(const std::string& transport) const {
     if (name == transport) return &address;
   }
   return nullptr;
+}
+
+HostLoad BusiestHost(const std::vector<PeerRecord>& peers) {
+  std::map<std::string, std::pair<int, int>> per_host;  // host + boot id -> (ranks, cpus)
+  for (const PeerRecord& record : peers) {
+    auto& [ranks, cpus] = per_host[record.host + "/" + record.boot_id];
+    ++ranks;
+    cpus = std::max(cpus, std::max(record.cpus, 1));
+  }
+  HostLoad load;
+  for (const auto& [host, counts] : per_host) {
+    load.oversubscribed |= counts.first > counts.second;
+    load.ranks_per_cpu =
+        std::max(load.ranks_per_cpu, static_cast<double>(counts.first) / counts.second);
+  }
+  return load;
 }
 
 PeerRecord LocalPeerRecord() {

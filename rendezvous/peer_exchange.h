@@ -31,6 +31,16 @@ struct PeerRecord {
 // This machine's host name and boot id (/proc/sys/kernel/random/boot_id).
 PeerRecord LocalPeerRecord();
 
+// How crowded the job's busiest host is, from the peer table (so every rank computes the same):
+// whether some host (host name and boot id) runs more ranks than it has CPUs, and the largest
+// ranks-per-CPU ratio over the hosts (1 when every rank can have a core). An unknown CPU count
+// counts as one CPU.
+struct HostLoad {
+  bool oversubscribed = false;
+  double ranks_per_cpu = 1.0;
+};
+HostLoad BusiestHost(const std::vector<PeerRecord>& peers);
+
 // Checks that every rank agrees on `size`, that no two callers claim the same `rank`, publishes
 // `self`, and waits (until `deadline`) for all ranks; returns the records indexed by rank.
 // On timeout the error lists, by number, the ranks that never arrived.

@@ -1,5 +1,6 @@
 // PeerRecord: what each rank publishes about itself during rendezvous survives the trip through
-// the store's text form, and a malformed CPU count is refused instead of misread.
+// the store's text form, and a malformed CPU count is refused instead of misread; BusiestHost
+// reads the peer table into the ranks-per-CPU figure the cost model prices the direct allreduce by.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -36,5 +37,56 @@ TEST_CASE("a record without a CPU count parses as unknown; a bad one is refused"
     auto parsed = PeerRecord::Parse(std::string("host=a\n") + bad + "\n");
     CHECK(!parsed.ok());
     CHECK(parsed.status().message().find("malformed peer record") != std::string::npos);
+  }
+}
+
+namespace {
+
+PeerRecord OnHost(const std::string& host, const std::string& boot_id, int cpus) {
+  PeerRecord record;
+  record.host = host;
+  record.boot_id = boot_id;
+  record.cpus = cpus;
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("the busiest host sets how many ranks share a CPU", "[peers]") {
+  using braid::rendezvous::BusiestHost;
+  SECTION("a core per rank") {
+    auto load = BusiestHost({OnHost("a", "1", 2), OnHost("a", "1", 2)});
+    CHECK_FALSE(load.oversubscribed);
+    CHECK(load.ranks_per_cpu == 1.0);
+  }
+  SECTION("4 ranks on 2 CPUs") {
+    std::vector<PeerRecord> peers(4, OnHost("a", "1", 2));
+    auto load = BusiestHost(peers);
+    CHECK(load.oversubscribed);
+    CHECK(load.ranks_per_cpu == 2.0);
+  }
+  SECTION("the most crowded of several hosts counts") {
+    std::vector<PeerRecord> peers(3, OnHost("a", "1", 2));         // 1.5 per CPU
+    for (int i = 0; i < 2; ++i) peers.push_back(OnHost("b", "2", 8));  // 0.25
+    auto load = BusiestHost(peers);
+    CHECK(load.oversubscribed);
+    CHECK(load.ranks_per_cpu == 1.5);
+  }
+  SECTION("one host name with two boot ids is two machines") {
+    std::vector<PeerRecord> peers(2, OnHost("a", "1", 1));
+    peers.push_back(OnHost("a", "2", 1));
+    auto load = BusiestHost(peers);
+    CHECK(load.ranks_per_cpu == 2.0);
+  }
+  SECTION("an unknown CPU count counts as one CPU") {
+    std::vector<PeerRecord> peers(3, OnHost("a", "1", 0));
+    auto load = BusiestHost(peers);
+    CHECK(load.oversubscribed);
+    CHECK(load.ranks_per_cpu == 3.0);
+  }
+  SECTION("no peers") {
+    auto load = BusiestHost({});
+    CHECK_FALSE(load.oversubscribed);
+    CHECK(load.ranks_per_cpu == 1.0);
   }
 }
