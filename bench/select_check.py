@@ -358,7 +358,9 @@ def main():
                     confirmed = (f" (first pass {first_ratio[size]:.2f}, paired median "
                                  f"{paired[size]:.2f}" if size in paired else
                                  f" (first pass {first_ratio[size]:.2f}")
-                    confirmed += ", confirmed)" if not ok else ", a tie)"
+                    confirmed += (", confirmed)" if not ok else
+                                  ", within)" if ratio <= 1.0 + args.tolerance else
+                                  ", a tie by the pairs)")
                 print(f"{size:>10} " + " ".join(f"{forced[n]:>9.1f}" if forced[n] is not None
                                                 else f"{'-':>9}" for n in names) +
                       f" {sel:>9.1f} {pick:>9} {best_name:>9} {ratio:>6.2f}  "
