@@ -4,9 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "algorithms/function_ref.h"
 #include "core/deadline.h"
 #include "core/status.h"
 #include "transport/connection.h"
@@ -23,10 +23,10 @@ struct CollectiveContext {
   size_t chunk_bytes = 512 * 1024;
   Deadline deadline = Deadline::Never();
   // Returns the connection to `peer`, establishing it on first use.
-  std::function<Result<transport::Connection*>(int peer)> connection;
+  FunctionRef<Result<transport::Connection*>(int peer)> connection;
   // Returns at least `bytes` of scratch memory owned by the communicator (valid until the next
   // call, never shared between concurrent collectives).
-  std::function<void*(size_t bytes)> scratch;
+  FunctionRef<void*(size_t bytes)> scratch;
 };
 
 // Tag of message `index` of collective `sequence`. 40 bits of sequence, 24 of message index:

@@ -324,16 +324,11 @@ template <typename Body>
 Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) {
   BRAID_RETURN_IF_ERROR(CheckUsable());
   const Deadline deadline = OperationDeadline(config_.timeout_ms);
-  // Built in one piece: assigning the two std::functions afterwards costs a temporary and a swap
-  // each, on every call.
+  // The context refers to these two for the length of the operation (FunctionRef owns nothing).
+  const auto connection = [this, deadline](int peer) { return GetConnection(peer, deadline); };
+  const auto scratch = [this](size_t bytes) { return Scratch(bytes); };
   const algorithms::CollectiveContext ctx{
-      rank_,
-      size_,
-      sequence,
-      config_.chunk_bytes,
-      deadline,
-      [this, deadline](int peer) { return GetConnection(peer, deadline); },
-      [this](size_t bytes) { return Scratch(bytes); },
+      rank_, size_, sequence, config_.chunk_bytes, deadline, connection, scratch,
   };
   Status status = body(ctx);
   // Argument and usage errors are found before anything is sent; anything else may have left
