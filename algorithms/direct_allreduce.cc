@@ -68,7 +68,10 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
 
   // Peers in the order rank+1, rank+2, ...: every rank starts with a different peer, so the first
   // messages do not all converge on rank 0.
-  std::vector<transport::RequestPtr> sends(n), receives(n);
+  // One allocation for both halves: this is the selector's pick for small buffers, on every call.
+  std::vector<transport::RequestPtr> requests(2 * static_cast<size_t>(n));
+  transport::RequestPtr* const sends = requests.data();
+  transport::RequestPtr* const receives = requests.data() + n;
   for (int k = 1; k < n; ++k) {
     const int peer = (rank + k) % n;
     auto connection = ctx.connection(peer);
@@ -76,11 +79,10 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
     sends[peer] = connection.value()->PostSend(sendbuf, bytes, tag);
     receives[peer] = connection.value()->PostRecv(slot(peer), bytes, tag);
   }
-  auto wait_all = [&](const std::vector<transport::RequestPtr>& requests,
-                      const char* doing) -> Status {
+  auto wait_all = [&](const transport::RequestPtr* by_peer, const char* doing) -> Status {
     for (int k = 1; k < n; ++k) {
       const int peer = (rank + k) % n;
-      Status status = requests[peer]->Wait(ctx.deadline);
+      Status status = by_peer[peer]->Wait(ctx.deadline);
       if (!status.ok()) {
         return status.WithContext(Describe(ctx, count, type, op) + ": " + doing + " rank " +
                                   std::to_string(peer));
