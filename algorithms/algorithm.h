@@ -109,4 +109,13 @@ struct Algorithm {
   CostFn cost;
 };
 
+// The cost model's two cheapest allowed algorithms for one call (algorithms/selector.h,
+// RankAlgorithms). `runner_up` is null when only one algorithm is allowed.
+struct Ranking {
+  const Algorithm* best = nullptr;
+  double best_cost = 0;
+  const Algorithm* runner_up = nullptr;
+  double runner_up_cost = 0;
+};
+
 }  // namespace braid::algorithms

@@ -131,10 +131,9 @@ bool AlgorithmPolicy::Allows(Collective kind, const char* algorithm) const {
   return true;
 }
 
-Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
-                                         const AlgorithmPolicy& policy, const LinkModel& link) {
-  const Algorithm* best = nullptr;
-  double best_cost = 0;
+Result<Ranking> RankAlgorithms(const CollectiveArgs& args, int nranks,
+                               const AlgorithmPolicy& policy, const LinkModel& link) {
+  Ranking ranking;
   const size_t bytes = args.MessageBytes(nranks);
   for (const Algorithm& a : Algorithms()) {
     if (a.kind != args.kind || !policy.Allows(a.kind, a.name)) continue;
@@ -142,32 +141,46 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
         a.cost != nullptr ? a.cost(link, nranks, bytes) : std::numeric_limits<double>::infinity();
     // Equal costs (to rounding: the same formula summed in another order) go to the algorithm
     // registered first, so a tie never flips with the size.
-    if (best == nullptr || cost < best_cost * (1 - 1e-9)) {
-      best = &a;
-      best_cost = cost;
+    if (ranking.best == nullptr || cost < ranking.best_cost * (1 - 1e-9)) {
+      ranking.runner_up = ranking.best;
+      ranking.runner_up_cost = ranking.best_cost;
+      ranking.best = &a;
+      ranking.best_cost = cost;
+    } else if (ranking.runner_up == nullptr || cost < ranking.runner_up_cost * (1 - 1e-9)) {
+      ranking.runner_up = &a;
+      ranking.runner_up_cost = cost;
     }
   }
-  if (best == nullptr) {
+  if (ranking.best == nullptr) {
     return Status::InvalidArgument(std::string("no algorithm for ") + CollectiveName(args.kind) +
                                    (Known(args.kind) == "none"
                                         ? std::string(" is registered")
                                         : " is allowed by BRAID_ALGO='" + policy.spec() + "'"));
   }
-  return best;
+  return ranking;
 }
 
-Result<const Algorithm*> CachedSelector::Select(const CollectiveArgs& args) {
+Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
+                                         const AlgorithmPolicy& policy, const LinkModel& link) {
+  BRAID_ASSIGN_OR_RETURN(const Ranking ranking, RankAlgorithms(args, nranks, policy, link));
+  return ranking.best;
+}
+
+Result<AlgorithmTrials::Plan> CachedSelector::Select(const CollectiveArgs& args) {
   const int kind = static_cast<int>(args.kind);
-  if (kind < 0 || kind >= kNumCollectives) return SelectAlgorithm(args, nranks_, policy_, link_);
+  if (kind < 0 || kind >= kNumCollectives) {
+    BRAID_ASSIGN_OR_RETURN(const Algorithm* algorithm, SelectAlgorithm(args, nranks_, policy_, link_));
+    return AlgorithmTrials::Plan{algorithm, false};
+  }
   Choice& last = last_[kind];
   if (last.valid && last.count == args.count && last.type == args.type && last.op == args.op &&
       last.root == args.root) {
-    return last.algorithm;
+    return AlgorithmTrials::Plan{last.algorithm, false};
   }
-  Result<const Algorithm*> algorithm = SelectAlgorithm(args, nranks_, policy_, link_);
-  if (!algorithm.ok()) return algorithm;
-  last = Choice{true, args.count, args.type, args.op, args.root, algorithm.value()};
-  return algorithm;
+  BRAID_ASSIGN_OR_RETURN(const Ranking ranking, RankAlgorithms(args, nranks_, policy_, link_));
+  const AlgorithmTrials::Plan plan = trials_.Next(args, nranks_, ranking);
+  last = plan.timed ? Choice{} : Choice{true, args.count, args.type, args.op, args.root, plan.algorithm};
+  return plan;
 }
 
 }  // namespace braid::algorithms

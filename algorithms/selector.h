@@ -19,12 +19,14 @@
 // that has no ring) keeps all of its own.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/algorithm_trials.h"
 #include "core/status.h"
 
 namespace braid::algorithms {
@@ -54,28 +56,44 @@ class AlgorithmPolicy {
   std::optional<Rule> per_collective_[kNumCollectives];
 };
 
+// The two allowed algorithms with the lowest predicted times for `args` on `nranks` ranks (ties to
+// the one registered first; an algorithm without a cost function counts as infinitely slow).
+// InvalidArgument as SelectAlgorithm.
+Result<Ranking> RankAlgorithms(const CollectiveArgs& args, int nranks,
+                               const AlgorithmPolicy& policy, const LinkModel& link);
+
 // The allowed algorithm for `args` with the lowest predicted time on `nranks` ranks; ties go to
 // the one registered first. An algorithm without a cost function is only chosen when nothing else
 // is allowed. InvalidArgument, naming the collective and BRAID_ALGO, if none is allowed.
 Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
                                          const AlgorithmPolicy& policy, const LinkModel& link);
 
-// SelectAlgorithm for one communicator, remembering the last answer per collective.
+// SelectAlgorithm for one communicator, remembering the last answer per collective, with the
+// model's near-ties settled by timed trials (algorithms/algorithm_trials.h).
 //
-// Why: the choice depends only on the arguments that reach the cost model (count, type, op,
-// root; never the buffers) and on the policy, rank count and link model, which are fixed for a
-// communicator's life; evaluating every cost function on every call is measurable on small
-// collectives, whose whole call is well under a microsecond, and training loops repeat the same
-// call. Every rank reuses an answer it would recompute identically, so ranks still agree.
+// Why the memory: the choice depends only on the arguments that reach the cost model (count,
+// type, op, root; never the buffers), on the policy, rank count and link model, which are fixed
+// for a communicator's life, and on the trials, which every rank runs alike; evaluating every
+// cost function on every call is measurable on small collectives, whose whole call is well under
+// a microsecond, and training loops repeat the same call. Every rank reuses an answer it would
+// recompute identically, so ranks still agree. Calls in a trial are never remembered.
 //
 // Thread safety: none (the communicator calls it under its operation lock).
 class CachedSelector {
  public:
-  CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link)
-      : nranks_(nranks), policy_(std::move(policy)), link_(link) {}
-  // SelectAlgorithm(args, nranks, policy, link), from the cache when the last call of this
-  // collective had the same arguments. Errors are returned, not remembered.
-  Result<const Algorithm*> Select(const CollectiveArgs& args);
+  CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link, TrialOptions trials = {})
+      : nranks_(nranks), policy_(std::move(policy)), link_(link), trials_(trials) {}
+  // What runs `args`: the model's pick, or where it is a near-tie, a trial call (timed: hand the
+  // call's time to RecordTrial) or the trial's winner. Errors are returned, not remembered.
+  Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);
+  // AlgorithmTrials::Record and Settle.
+  std::optional<std::array<double, 2>> RecordTrial(const CollectiveArgs& args, double elapsed_us) {
+    return trials_.Record(args, elapsed_us);
+  }
+  AlgorithmTrials::Verdict SettleTrial(const CollectiveArgs& args,
+                                       const std::array<double, 2>& summed_us) {
+    return trials_.Settle(args, summed_us);
+  }
   const LinkModel& link() const { return link_; }
 
  private:
@@ -90,6 +108,7 @@ class CachedSelector {
   const int nranks_;
   const AlgorithmPolicy policy_;
   const LinkModel link_;
+  AlgorithmTrials trials_;
   Choice last_[kNumCollectives];
 };
 

@@ -23,7 +23,11 @@ while six back-to-back pairs of them ranged 0.58-1.07 with median 0.99. The firs
 (first_ratio) and the paired median (paired_median_ratio) are kept in the output beside the
 confirmed one. The selector's pick per size comes from one extra short run at BRAID_DEBUG=INFO
 (the communicator logs "...: algorithm NAME" for every collective), which also checks the data
-(-c 1): a wrong element anywhere fails the script.
+(-c 1): a wrong element anywhere fails the script. Where the cost model has a near-tie the
+communicator times both algorithms on the first 64 calls of a size (algorithms/algorithm_trials.h,
+logged "(trial)"), so that run warms up for 64 calls below 1 MiB and the pick is the algorithm
+that runs after the trial: the choice of that run's machine state, measured minutes from the
+forced runs it is judged against.
 
 Ranks start under braidrun (-n N) when it is given/found, else the script launches them itself
 with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (the perf programs call braidCommInitEnv).
@@ -62,7 +66,11 @@ KINDS = {
     "kGather": "gather", "kScatter": "scatter", "kBarrier": "barrier",
 }
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+\S+\s+\S+\s+(\S+)")
-PICK = re.compile(r"(\w+) #\d+ count (\d+) (\w+) .* on (\d+) ranks: algorithm (\w+)")
+PICK = re.compile(r"(\w+) #\d+ count (\d+) (\w+) .* on (\d+) ranks: algorithm (\w+)( \(trial\))?")
+# The communicator's trials (algorithms/algorithm_trials.h): the first 4 x 16 calls of a near-tie
+# up to 1 MiB run both candidates; the pick is what runs after them.
+TRIAL_CALLS = 64
+TRIAL_MAX_BYTES = 1 << 20
 RANK_PREFIX = re.compile(r"^\[\d+\] ")
 TYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4,
               "uint32": 4, "double": 8, "int64": 8, "uint64": 8}
@@ -162,8 +170,8 @@ def parse_picks(stderr, collective, nranks):
     picks = {}
     scale = nranks if collective in PER_RANK_COUNT else 1
     for m in PICK.finditer(stderr):
-        coll, count, dtype, n, name = m.groups()
-        if coll != collective or int(n) != nranks:
+        coll, count, dtype, n, name, trial = m.groups()
+        if coll != collective or int(n) != nranks or trial:
             continue
         picks[int(count) * scale * TYPE_BYTES.get(dtype, 4)] = name
     return picks
@@ -266,7 +274,10 @@ def main():
 
     def pick_args(perf_args):
         picked = list(perf_args)
-        for flag, value in (("-n", "1"), ("-w", "0"), ("-c", "1")):
+        # Enough warm-up calls for a trial to finish where one may run.
+        begin = size_bytes(picked[picked.index("-b") + 1]) if "-b" in picked else 0
+        warmup = TRIAL_CALLS if begin <= TRIAL_MAX_BYTES else 0
+        for flag, value in (("-n", "1"), ("-w", str(warmup)), ("-c", "1")):
             if flag in picked:
                 picked[picked.index(flag) + 1] = value
             else:

@@ -87,6 +87,26 @@ class SelectCheckTest(unittest.TestCase):
         self.assertEqual(one[one.index("-e") + 1], str(8 << 20))
         self.assertEqual(one[one.index("-n") + 1], "10")  # the sweep's iteration count stays
 
+    def test_the_pick_is_what_runs_after_a_trial(self):
+        log = ("[0] vm:1:0 braid INFO broadcast #0 count 2048 float sum root 0 on 4 ranks: "
+               "algorithm ring (trial)\n"
+               "[0] vm:1:0 braid INFO broadcast #1 count 2048 float sum root 0 on 4 ranks: "
+               "algorithm binomial (trial)\n"
+               "[0] vm:1:0 braid INFO broadcast #2 count 2048 float sum root 0 on 4 ranks: "
+               "algorithm binomial\n"
+               "[0] vm:1:0 braid INFO broadcast #3 count 4096 float sum root 0 on 4 ranks: "
+               "algorithm ring (trial)\n")
+        # 8 KiB ran binomial after its trial; 16 KiB never left its trial, so it has no pick.
+        self.assertEqual(select_check.parse_picks(log, "broadcast", 4), {8192: "binomial"})
+
+    def test_pick_run_warms_up_past_a_trial_below_the_trial_limit(self):
+        fake = FakeLaunches([8, 2 << 20], {"ring": lambda s, k: 1.0, "binomial": lambda s, k: 1.0},
+                            "ring")
+        self.run_check(fake, confirm=0)
+        pick_runs = [a for label, a in fake.calls if label == "selector" and a[a.index("-n") + 1] == "1"]
+        warmups = {a[a.index("-b") + 1]: a[a.index("-w") + 1] for a in pick_runs}
+        self.assertEqual(warmups, {"8": str(select_check.TRIAL_CALLS), "2M": "0"})
+
     def test_rotation_starts_each_round_elsewhere(self):
         configs = ["a", "b", "c"]
         firsts = [select_check.rotated(configs, rep)[0] for rep in range(3)]

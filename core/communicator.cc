@@ -3,9 +3,12 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "algorithms/collective_context.h"
@@ -23,6 +26,14 @@ namespace {
 // rank 0 with some rank), so that every rank derives the same model from the same peer table and
 // therefore selects the same algorithm for every collective; with shared memory's step latency
 // for hosts that run no more ranks than they have CPUs, or for ranks that take turns on them.
+// BRAID_TUNE as the selector's trial options.
+algorithms::TrialOptions TrialsOf(const Config& config) {
+  algorithms::TrialOptions trials;
+  trials.enabled = config.tune > 0;
+  if (config.tune == 2) trials.margin = std::numeric_limits<double>::infinity();
+  return trials;
+}
+
 algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& peers,
                                    const std::vector<std::unique_ptr<transport::Transport>>& transports) {
   int slowest = -1;
@@ -144,7 +155,8 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       peers_(std::move(peers)),
       links_(std::move(links)),
       pool_ranks_(std::move(pool_ranks)),
-      selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports())),
+      selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports()),
+                TrialsOf(config_)),
       open_store_(std::move(options.open_store)) {
   links_->AddCommunicator();
 }
@@ -347,21 +359,60 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   // communicator sharing these links slips in between them.
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   BRAID_RETURN_IF_ERROR(CheckUsable());
-  auto algorithm = selector_.Select(args);
-  if (!algorithm.ok()) return algorithm.status().WithContext("rank " + std::to_string(rank_));
+  auto plan = selector_.Select(args);
+  if (!plan.ok()) return plan.status().WithContext("rank " + std::to_string(rank_));
+  const algorithms::Algorithm* algorithm = plan.value().algorithm;
   const uint64_t sequence = next_sequence_++;
   BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " #" << sequence << " count "
                           << args.count << " " << DataTypeName(args.type) << " "
                           << ReduceOpName(args.op) << " root " << args.root << " on " << size_
-                          << " ranks: algorithm " << algorithm.value()->name;
+                          << " ranks: algorithm " << algorithm->name
+                          << (plan.value().timed ? " (trial)" : "");
   const char* name = algorithms::CollectiveName(args.kind);
   if (config_.check && size_ > 1) BRAID_RETURN_IF_ERROR(CompareAcrossRanks(args, sequence));
   progress_.Enter(sequence, name, args.MessageBytes(size_));
+  const auto start = plan.value().timed ? std::chrono::steady_clock::now()
+                                        : std::chrono::steady_clock::time_point();
   Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
-    return algorithm.value()->run(ctx, args);
+    return algorithm->run(ctx, args);
   });
   progress_.Leave();
-  return status;
+  if (!status.ok() || !plan.value().timed) return status;
+  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+  return FinishTrialCall(args, sequence, elapsed.count());
+}
+
+Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args, uint64_t sequence,
+                                     double elapsed_us) {
+  const std::optional<std::array<double, 2>> local = selector_.RecordTrial(args, elapsed_us);
+  if (!local) return Status::Ok();
+  // Every rank reaches the end of the trial at the same call, so all join this sum.
+  std::array<double, 2> summed{};
+  algorithms::CollectiveArgs sum;
+  sum.kind = algorithms::Collective::kAllReduce;
+  sum.sendbuf = local->data();
+  sum.recvbuf = summed.data();
+  sum.count = summed.size();
+  sum.type = DataType::kFloat64;
+  sum.op = ReduceOp::kSum;
+  const algorithms::Algorithm* rd = algorithms::FindAlgorithm(algorithms::Collective::kAllReduce, "rd");
+  if (rd == nullptr) return Status::Internal("algorithm trials need the rd allreduce");
+  // Its own tag space (bit 38 of the sequence), apart from the collective and BRAID_CHECK's.
+  constexpr uint64_t kTrialSequenceBit = uint64_t{1} << 38;
+  BRAID_RETURN_IF_ERROR(RunOperation(sequence | kTrialSequenceBit, "algorithm trial",
+                                     [&](const algorithms::CollectiveContext& ctx) {
+                                       return rd->run(ctx, sum);
+                                     }));
+  const algorithms::AlgorithmTrials::Verdict verdict = selector_.SettleTrial(args, summed);
+  if (verdict.winner != nullptr) {
+    BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " count " << args.count
+                            << " " << DataTypeName(args.type) << " " << ReduceOpName(args.op)
+                            << " root " << args.root << " on " << size_ << " ranks: trial settled on "
+                            << verdict.winner->name << " over " << verdict.loser->name
+                            << " (median call, summed over the ranks: " << verdict.winner_us
+                            << " against " << verdict.loser_us << " us)";
+  }
+  return Status::Ok();
 }
 
 namespace {

@@ -41,6 +41,10 @@ Result<Config> ParseEnvironment() {
   BRAID_ASSIGN_OR_RETURN(check, IntFromEnvironment("BRAID_CHECK", 0));
   if (check > 1) return Status::InvalidArgument("BRAID_CHECK must be 0 or 1");
   config.check = check == 1;
+  int64_t tune = 1;
+  BRAID_ASSIGN_OR_RETURN(tune, IntFromEnvironment("BRAID_TUNE", 1));
+  if (tune > 2) return Status::InvalidArgument("BRAID_TUNE must be 0, 1 or 2");
+  config.tune = static_cast<int>(tune);
   int64_t split_share = 0;
   BRAID_ASSIGN_OR_RETURN(split_share, IntFromEnvironment("BRAID_COMM_SPLIT_SHARE_RESOURCES", 0));
   if (split_share > 1) return Status::InvalidArgument("BRAID_COMM_SPLIT_SHARE_RESOURCES must be 0 or 1");

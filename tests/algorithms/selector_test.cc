@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -500,7 +502,9 @@ TEST_CASE("the cached selector answers what the selector would, call after call"
   const LinkModel link = DefaultLinkModel("shm");
   const AlgorithmPolicy policy = MustParse(GENERATE(std::string(""), std::string("allreduce:^rd")));
   const int n = GENERATE(2, 4, 5);
-  CachedSelector cached(n, policy, link);
+  TrialOptions no_trials;
+  no_trials.enabled = false;
+  CachedSelector cached(n, policy, link, no_trials);
   struct Call {
     Collective kind;
     size_t count;
@@ -531,11 +535,57 @@ TEST_CASE("the cached selector answers what the selector would, call after call"
     args.op = calls[i].op;
     args.root = calls[i].root;
     Result<const Algorithm*> want = SelectAlgorithm(args, n, policy, link);
-    Result<const Algorithm*> got = cached.Select(args);
+    Result<AlgorithmTrials::Plan> got = cached.Select(args);
     REQUIRE(want.ok());
     REQUIRE(got.ok());
-    CHECK(std::string(got.value()->name) == want.value()->name);
-    CHECK(got.value()->kind == args.kind);
+    CHECK(std::string(got.value().algorithm->name) == want.value()->name);
+    CHECK(got.value().algorithm->kind == args.kind);
+    CHECK_FALSE(got.value().timed);
+  }
+}
+
+TEST_CASE("the cached selector runs a near-tie's trial, then serves its winner", "[selector]") {
+  // Broadcast with ranks sharing cores: the chain ("ring") and the binomial tree do the same
+  // total work, so the model prices them alike at every size.
+  const LinkModel link = DefaultLinkModel("shm");
+  CollectiveArgs args;
+  args.kind = Collective::kBroadcast;
+  args.count = 2048;
+  Result<Ranking> ranking = RankAlgorithms(args, 4, AlgorithmPolicy(), link);
+  REQUIRE(ranking.ok());
+  REQUIRE(ranking.value().runner_up != nullptr);
+  REQUIRE(ranking.value().runner_up_cost <= ranking.value().best_cost * 1.25);
+
+  TrialOptions options;
+  options.block_calls = 3;
+  CachedSelector cached(4, AlgorithmPolicy(), link, options);
+  CollectiveArgs other = args;
+  other.kind = Collective::kAllReduce;  // interleaved, must not disturb the trial
+  std::vector<std::string> ran;
+  std::optional<std::array<double, 2>> medians;
+  for (int call = 0; call < 12; ++call) {
+    Result<AlgorithmTrials::Plan> plan = cached.Select(args);
+    REQUIRE(plan.ok());
+    CHECK(plan.value().timed);
+    ran.push_back(plan.value().algorithm->name);
+    REQUIRE(cached.Select(other).ok());
+    CHECK_FALSE(medians.has_value());
+    // The runner-up takes 1 us and the model's pick 3, so the runner-up must win.
+    medians = cached.RecordTrial(args, ran.back() == ranking.value().best->name ? 3.0 : 1.0);
+  }
+  const std::string a = ranking.value().best->name, b = ranking.value().runner_up->name;
+  CHECK(ran == std::vector<std::string>{a, a, a, b, b, b, b, b, b, a, a, a});
+  REQUIRE(medians.has_value());
+  CHECK(medians.value() == std::array<double, 2>{3.0, 1.0});
+  const AlgorithmTrials::Verdict verdict = cached.SettleTrial(args, {12.0, 4.0});
+  REQUIRE(verdict.winner != nullptr);
+  CHECK(std::string(verdict.winner->name) == b);
+  CHECK(std::string(verdict.loser->name) == a);
+  for (int call = 0; call < 3; ++call) {
+    Result<AlgorithmTrials::Plan> plan = cached.Select(args);
+    REQUIRE(plan.ok());
+    CHECK_FALSE(plan.value().timed);
+    CHECK(std::string(plan.value().algorithm->name) == b);
   }
 }
 
