@@ -25,7 +25,7 @@ confirmed one. The selector's pick per size comes from one extra short run at BR
 (the communicator logs "...: algorithm NAME" for every collective), which also checks the data
 (-c 1): a wrong element anywhere fails the script. Where the cost model has a near-tie the
 communicator times both algorithms on the first 64 calls of a size (algorithms/algorithm_trials.h,
-logged "(trial)"), so that run warms up for 64 calls below 1 MiB and the pick is the algorithm
+logged "(trial)"), so that run makes 65 calls per size below 1 MiB and the pick is the algorithm
 that runs after the trial: the choice of that run's machine state, measured minutes from the
 forced runs it is judged against.
 
@@ -274,10 +274,11 @@ def main():
 
     def pick_args(perf_args):
         picked = list(perf_args)
-        # Enough warm-up calls for a trial to finish where one may run.
+        # Enough calls at every size for a trial to finish where one may run (the perf programs
+        # warm up only at the smallest and the largest size, as nccl-tests does).
         begin = size_bytes(picked[picked.index("-b") + 1]) if "-b" in picked else 0
-        warmup = TRIAL_CALLS if begin <= TRIAL_MAX_BYTES else 0
-        for flag, value in (("-n", "1"), ("-w", str(warmup)), ("-c", "1")):
+        iters = TRIAL_CALLS + 1 if begin <= TRIAL_MAX_BYTES else 1
+        for flag, value in (("-n", str(iters)), ("-w", "0"), ("-c", "1")):
             if flag in picked:
                 picked[picked.index(flag) + 1] = value
             else:

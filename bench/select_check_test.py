@@ -99,13 +99,13 @@ class SelectCheckTest(unittest.TestCase):
         # 8 KiB ran binomial after its trial; 16 KiB never left its trial, so it has no pick.
         self.assertEqual(select_check.parse_picks(log, "broadcast", 4), {8192: "binomial"})
 
-    def test_pick_run_warms_up_past_a_trial_below_the_trial_limit(self):
+    def test_pick_run_calls_each_size_past_a_trial_below_the_trial_limit(self):
         fake = FakeLaunches([8, 2 << 20], {"ring": lambda s, k: 1.0, "binomial": lambda s, k: 1.0},
                             "ring")
         self.run_check(fake, confirm=0)
-        pick_runs = [a for label, a in fake.calls if label == "selector" and a[a.index("-n") + 1] == "1"]
-        warmups = {a[a.index("-b") + 1]: a[a.index("-w") + 1] for a in pick_runs}
-        self.assertEqual(warmups, {"8": str(select_check.TRIAL_CALLS), "2M": "0"})
+        pick_runs = [a for label, a in fake.calls if label == "selector" and a[a.index("-c") + 1] == "1"]
+        iters = {a[a.index("-b") + 1]: a[a.index("-n") + 1] for a in pick_runs}
+        self.assertEqual(iters, {"8": str(select_check.TRIAL_CALLS + 1), "2M": "1"})
 
     def test_rotation_starts_each_round_elsewhere(self):
         configs = ["a", "b", "c"]
