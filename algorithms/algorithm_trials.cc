@@ -1,18 +1,6 @@
 #include "algorithms/algorithm_trials.h"
 
-#include <algorithm>
-
 namespace braid::algorithms {
-namespace {
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  return values[middle];
-}
-
-}  // namespace
 
 AlgorithmTrials::Key AlgorithmTrials::KeyOf(const CollectiveArgs& args) {
   return Key{static_cast<int>(args.kind), args.count, static_cast<int>(args.type),
@@ -29,7 +17,7 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(const CollectiveArgs& args, int nran
   const bool near_tie = options_.enabled && nranks > 1 && ranking.runner_up != nullptr &&
                         ranking.runner_up_cost <= ranking.best_cost * (1 + options_.margin) &&
                         args.MessageBytes(nranks) <= options_.max_bytes &&
-                        options_.block_calls > 0;
+                        options_.block_calls >= 2;
   if (!near_tie) return Plan{ranking.best, false};
   auto found = trials_.find(KeyOf(args));
   if (found == trials_.end()) {
@@ -44,13 +32,18 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(const CollectiveArgs& args, int nran
 }
 
 std::optional<std::array<double, 2>> AlgorithmTrials::Record(const CollectiveArgs& args,
-                                                             double elapsed_us) {
+                                                             double end_us) {
   auto found = trials_.find(KeyOf(args));
   if (found == trials_.end() || found->second.winner != nullptr) return std::nullopt;
   Trial& trial = found->second;
-  trial.elapsed_us[CandidateOf(trial.calls)].push_back(elapsed_us);
+  const int in_block = trial.calls % options_.block_calls;
+  if (in_block == 0) trial.block_start_us = end_us;
+  if (in_block == options_.block_calls - 1) {
+    trial.timed_us[CandidateOf(trial.calls)] += end_us - trial.block_start_us;
+  }
   if (++trial.calls < TrialCalls()) return std::nullopt;
-  return std::array<double, 2>{Median(trial.elapsed_us[0]), Median(trial.elapsed_us[1])};
+  const double timed_calls = 2.0 * (options_.block_calls - 1);
+  return std::array<double, 2>{trial.timed_us[0] / timed_calls, trial.timed_us[1] / timed_calls};
 }
 
 AlgorithmTrials::Verdict AlgorithmTrials::Settle(const CollectiveArgs& args,
@@ -61,7 +54,6 @@ AlgorithmTrials::Verdict AlgorithmTrials::Settle(const CollectiveArgs& args,
   // A tie keeps the model's pick.
   const int winner = summed_us[1] < summed_us[0] ? 1 : 0;
   trial.winner = trial.candidates[winner];
-  trial.elapsed_us = {};
   return Verdict{trial.winner, trial.candidates[1 - winner], summed_us[winner],
                  summed_us[1 - winner]};
 }

@@ -84,11 +84,11 @@ class CachedSelector {
   CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link, TrialOptions trials = {})
       : nranks_(nranks), policy_(std::move(policy)), link_(link), trials_(trials) {}
   // What runs `args`: the model's pick, or where it is a near-tie, a trial call (timed: hand the
-  // call's time to RecordTrial) or the trial's winner. Errors are returned, not remembered.
+  // time the call ended to RecordTrial) or the trial's winner. Errors are returned, not remembered.
   Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);
   // AlgorithmTrials::Record and Settle.
-  std::optional<std::array<double, 2>> RecordTrial(const CollectiveArgs& args, double elapsed_us) {
-    return trials_.Record(args, elapsed_us);
+  std::optional<std::array<double, 2>> RecordTrial(const CollectiveArgs& args, double end_us) {
+    return trials_.Record(args, end_us);
   }
   AlgorithmTrials::Verdict SettleTrial(const CollectiveArgs& args,
                                        const std::array<double, 2>& summed_us) {

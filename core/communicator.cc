@@ -371,20 +371,19 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   const char* name = algorithms::CollectiveName(args.kind);
   if (config_.check && size_ > 1) BRAID_RETURN_IF_ERROR(CompareAcrossRanks(args, sequence));
   progress_.Enter(sequence, name, args.MessageBytes(size_));
-  const auto start = plan.value().timed ? std::chrono::steady_clock::now()
-                                        : std::chrono::steady_clock::time_point();
   Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
     return algorithm->run(ctx, args);
   });
   progress_.Leave();
   if (!status.ok() || !plan.value().timed) return status;
-  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
-  return FinishTrialCall(args, sequence, elapsed.count());
+  const std::chrono::duration<double, std::micro> end =
+      std::chrono::steady_clock::now().time_since_epoch();
+  return FinishTrialCall(args, sequence, end.count());
 }
 
 Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args, uint64_t sequence,
-                                     double elapsed_us) {
-  const std::optional<std::array<double, 2>> local = selector_.RecordTrial(args, elapsed_us);
+                                     double end_us) {
+  const std::optional<std::array<double, 2>> local = selector_.RecordTrial(args, end_us);
   if (!local) return Status::Ok();
   // Every rank reaches the end of the trial at the same call, so all join this sum.
   std::array<double, 2> summed{};
@@ -409,7 +408,7 @@ Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args, uin
                             << " " << DataTypeName(args.type) << " " << ReduceOpName(args.op)
                             << " root " << args.root << " on " << size_ << " ranks: trial settled on "
                             << verdict.winner->name << " over " << verdict.loser->name
-                            << " (median call, summed over the ranks: " << verdict.winner_us
+                            << " (mean call, summed over the ranks: " << verdict.winner_us
                             << " against " << verdict.loser_us << " us)";
   }
   return Status::Ok();
