@@ -1,5 +1,7 @@
 #include "algorithms/algorithm_trials.h"
 
+#include <algorithm>
+
 namespace braid::algorithms {
 
 AlgorithmTrials::Key AlgorithmTrials::KeyOf(const CollectiveArgs& args) {
@@ -7,8 +9,8 @@ AlgorithmTrials::Key AlgorithmTrials::KeyOf(const CollectiveArgs& args) {
              static_cast<int>(args.op), args.root};
 }
 
-int AlgorithmTrials::CandidateOf(int call) const {
-  const int block = call / options_.block_calls;
+int AlgorithmTrials::CandidateOf(const Trial& trial, int call) {
+  const int block = call / trial.block_calls;
   return block == 1 || block == 2 ? 1 : 0;
 }
 
@@ -17,45 +19,54 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(const CollectiveArgs& args, int nran
   const bool near_tie = options_.enabled && nranks > 1 && ranking.runner_up != nullptr &&
                         ranking.runner_up_cost <= ranking.best_cost * (1 + options_.margin) &&
                         args.MessageBytes(nranks) <= options_.max_bytes &&
-                        options_.block_calls >= 2;
-  if (!near_tie) return Plan{ranking.best, false};
+                        options_.first_block_calls >= 2;
+  if (!near_tie) return Plan{ranking.best, nullptr};
   auto found = trials_.find(KeyOf(args));
   if (found == trials_.end()) {
-    if (trials_.size() >= options_.max_keys) return Plan{ranking.best, false};
+    if (trials_.size() >= options_.max_keys) return Plan{ranking.best, nullptr};
     Trial trial;
     trial.candidates = {ranking.best, ranking.runner_up};
-    found = trials_.emplace(KeyOf(args), std::move(trial)).first;
+    trial.nranks = nranks;
+    trial.block_calls = options_.first_block_calls;
+    found = trials_.emplace(KeyOf(args), trial).first;
   }
-  Trial& trial = found->second;
-  if (trial.winner != nullptr) return Plan{trial.winner, false};
-  return Plan{trial.candidates[CandidateOf(trial.calls)], true};
+  return Continue(&found->second);
 }
 
-std::optional<std::array<double, 2>> AlgorithmTrials::Record(const CollectiveArgs& args,
-                                                             double end_us) {
-  auto found = trials_.find(KeyOf(args));
-  if (found == trials_.end() || found->second.winner != nullptr) return std::nullopt;
-  Trial& trial = found->second;
-  const int in_block = trial.calls % options_.block_calls;
-  if (in_block == 0) trial.block_start_us = end_us;
-  if (in_block == options_.block_calls - 1) {
-    trial.timed_us[CandidateOf(trial.calls)] += end_us - trial.block_start_us;
-  }
-  if (++trial.calls < TrialCalls()) return std::nullopt;
-  const double timed_calls = 2.0 * (options_.block_calls - 1);
-  return std::array<double, 2>{trial.timed_us[0] / timed_calls, trial.timed_us[1] / timed_calls};
+AlgorithmTrials::Plan AlgorithmTrials::Continue(Trial* trial) const {
+  if (trial->winner != nullptr) return Plan{trial->winner, nullptr};
+  return Plan{trial->candidates[CandidateOf(*trial, trial->calls)], trial};
 }
 
-AlgorithmTrials::Verdict AlgorithmTrials::Settle(const CollectiveArgs& args,
-                                                 const std::array<double, 2>& summed_us) {
-  auto found = trials_.find(KeyOf(args));
-  if (found == trials_.end()) return Verdict{};
-  Trial& trial = found->second;
-  // A tie keeps the model's pick.
-  const int winner = summed_us[1] < summed_us[0] ? 1 : 0;
-  trial.winner = trial.candidates[winner];
-  return Verdict{trial.winner, trial.candidates[1 - winner], summed_us[winner],
-                 summed_us[1 - winner]};
+std::optional<std::array<double, 2>> AlgorithmTrials::Record(Trial* trial, double elapsed_us) {
+  if (trial->winner != nullptr) return std::nullopt;
+  if (trial->calls % trial->block_calls != 0) {
+    trial->timed_us[CandidateOf(*trial, trial->calls)] += elapsed_us;
+  }
+  if (++trial->calls < 4 * trial->block_calls) return std::nullopt;
+  return trial->timed_us;
+}
+
+AlgorithmTrials::Verdict AlgorithmTrials::Conclude(Trial* trial,
+                                                   const std::array<double, 2>& summed_us) {
+  const double timed_calls = 2.0 * (trial->block_calls - 1);
+  Verdict verdict;
+  verdict.block_calls = trial->block_calls;
+  verdict.mean_us = {summed_us[0] / timed_calls, summed_us[1] / timed_calls};
+  // Per rank and block, the shorter candidate's blocks took this long.
+  const double block_us = std::min(summed_us[0], summed_us[1]) / (2.0 * trial->nranks);
+  if (block_us >= options_.target_block_us || trial->block_calls >= options_.max_block_calls) {
+    // A tie keeps the model's pick.
+    trial->winner = trial->candidates[summed_us[1] < summed_us[0] ? 1 : 0];
+    verdict.winner = trial->winner;
+    return verdict;
+  }
+  trial->block_calls = std::min(trial->block_calls * std::max(options_.growth, 2),
+                                options_.max_block_calls);
+  trial->calls = 0;
+  trial->timed_us = {};
+  verdict.next_block_calls = trial->block_calls;
+  return verdict;
 }
 
 }  // namespace braid::algorithms

@@ -1,26 +1,35 @@
 // Timed trials that settle the cost model's near-ties on the job's own calls.
 //
-// Why: the model prices some pairs of algorithms alike, and which one is faster then depends on
-// the state of the machine rather than on anything the model knows. Where ranks take turns on
-// the cores, the chain and the binomial broadcast do the same total work; on the development VM
-// the 4-rank broadcast at 8 KiB was the chain's on the evening of 2026-11-23 (0.72-0.78 against
-// 0.91-1.02 us) and the binomial tree's the next morning (1.29-1.36 against 1.44-1.76 us), so no
-// fixed pick is right in both states. Where the runner-up is predicted within `margin` of the
-// pick, the first calls of that exact call (collective, count, datatype, op, root) run both
-// algorithms instead, in four blocks of `block_calls` calls: pick, runner-up, runner-up, pick (the
-// mirrored order cancels a steady drift of the machine). Each rank clocks the end of every trial
-// call; a block's time runs from the end of its first call to the end of its last, so the first
-// call after a switch, which waits for the other algorithm's last call to drain, is not counted.
-// At the end the ranks sum their per-call means with one small allreduce (the communicator runs
-// it), and the lower sum runs every later call of that key. The mean over whole blocks, because
-// that is what a loop of calls pays: on ranks that take turns on the cores a call's time is
-// bimodal (it returns at once, or waits a time slice for a peer), and a median that skips the
-// slow mode picked the binomial reduce at 4 ranks where the chain was 1.2-1.5x faster
-// (select_check 2026-11-24 05:34).
+// Why: the model prices some pairs of algorithms alike, or nearly, and which one is faster then
+// depends on the state of the machine rather than on anything the model knows. Where ranks take
+// turns on the cores, the chain and the binomial broadcast do the same total work; on the
+// development VM the 4-rank broadcast at 8 KiB was the chain's on the evening of 2026-11-23
+// (0.72-0.78 against 0.91-1.02 us) and the binomial tree's the next morning (1.29-1.36 against
+// 1.44-1.76 us), so no fixed pick is right in both states. Where the runner-up is predicted within
+// `margin` of the pick, the calls of that exact call (collective, count, datatype, op, root) run
+// both algorithms until the job's own timings say which is faster.
+//
+// A trial is a sequence of rounds. A round is four blocks of K calls: pick, runner-up, runner-up,
+// pick (the mirrored order cancels a steady drift of the machine). Each rank times every call
+// from its start to its end; the first call of a block is not counted, since it waits for the
+// other algorithm's last calls to drain. At the end of a round the ranks sum their timed totals
+// with one small allreduce (the communicator runs it). If the round's blocks were long enough
+// (`target_block_us` per block and rank) or K has reached its maximum, the lower sum runs every
+// later call of that key; otherwise the next round takes K times `growth` calls per block.
+//
+// Why sums of whole calls, and why long blocks: a loop of calls pays the mean, and where ranks
+// take turns on the cores a call's time is bimodal (it returns at once, or waits a time slice for
+// a peer). Per-call medians skipped the slow mode and picked the binomial reduce at 4 ranks where
+// the chain was 1.2-1.5x faster; blocks of 16 sub-microsecond calls (a few microseconds, well
+// under a scheduler time slice) picked the binomial broadcast at 8 B in 6 runs of 6 where the
+// chain was 1.6x faster, and blocks of 2 ms did not (select_check and probes, 2026-11-24). The
+// calls' own durations, not the wall time of a block, so that the work between calls (a training
+// step) does not enter the comparison.
 //
 // Every rank makes the same calls in the same order (the collective contract), the model and the
-// policy are the same everywhere, and the schedule depends only on how many trial calls a key has
-// had, so every rank runs the same algorithm in every call and all settle on the same winner.
+// policy are the same everywhere, the schedule depends only on how many trial calls a key has had,
+// and each round's outcome on the summed totals every rank receives alike, so every rank runs the
+// same algorithm in every call and all settle on the same winner.
 //
 // Thread safety: none (the communicator calls it under its operation lock).
 #pragma once
@@ -41,11 +50,16 @@ struct TrialOptions {
   // A trial runs where the runner-up's predicted time is at most (1 + margin) x the pick's.
   double margin = 0.25;
   // Only for calls up to this many bytes (CollectiveArgs::MessageBytes): above it a call takes
-  // long enough that 4 x block_calls calls of the slower algorithm would cost the job noticeably,
-  // and the bandwidth terms that decide there are the model's firmer ones.
+  // long enough that a round of the slower algorithm costs the job noticeably, and the bandwidth
+  // terms that decide there are the model's firmer ones.
   size_t max_bytes = 1 << 20;
-  // Calls per block (each algorithm runs 2 blocks; the first call of each is not timed), >= 2.
-  int block_calls = 16;
+  // Calls per block in the first round (>= 2: the first call of a block is not timed), the factor
+  // between rounds, and the largest block.
+  int first_block_calls = 16;
+  int growth = 4;
+  int max_block_calls = 4096;
+  // A round decides once its blocks took this long on average per rank (timed calls only).
+  double target_block_us = 2000;
   // At most this many keys are tried per communicator; later keys keep the model's pick, so a
   // job with endlessly varying counts neither grows the table nor keeps paying for trials.
   size_t max_keys = 256;
@@ -55,44 +69,47 @@ class AlgorithmTrials {
  public:
   explicit AlgorithmTrials(TrialOptions options = {}) : options_(options) {}
 
+  // One key's trial (opaque to callers; stable for the life of the AlgorithmTrials).
+  struct Trial {
+    std::array<const Algorithm*, 2> candidates{};  // the model's pick, then the runner-up
+    int nranks = 0;
+    int block_calls = 0;                           // K of the current round
+    int calls = 0;                                 // calls of the current round recorded
+    std::array<double, 2> timed_us{};              // this round's timed calls, per candidate
+    const Algorithm* winner = nullptr;             // set once settled
+  };
+
   struct Plan {
     const Algorithm* algorithm = nullptr;
-    // True for a trial call: hand the time it ended to Record.
-    bool timed = false;
+    // Non-null for a trial call: time it and hand the time to Record.
+    Trial* trial = nullptr;
   };
   // What runs `args`, given the model's ranking: the settled winner, a trial's algorithm, or the
   // model's pick where the call is no near-tie (or no more keys may be tried).
   Plan Next(const CollectiveArgs& args, int nranks, const Ranking& ranking);
+  // Next for a key whose trial the caller already holds (no lookup).
+  Plan Continue(Trial* trial) const;
 
-  // When the trial call just planned for `args` ended (a steady clock, in microseconds). After
-  // the key's last trial call, returns this rank's mean time per call of {pick, runner-up}, for
-  // the communicator to sum across ranks and hand to Settle.
-  std::optional<std::array<double, 2>> Record(const CollectiveArgs& args, double end_us);
+  // The time of the trial call just planned. At the end of a round, returns this rank's timed
+  // totals of {pick, runner-up}, for the communicator to sum across ranks and hand to Conclude.
+  std::optional<std::array<double, 2>> Record(Trial* trial, double elapsed_us);
 
   struct Verdict {
-    const Algorithm* winner = nullptr;
-    const Algorithm* loser = nullptr;
-    double winner_us = 0;  // their summed means per call
-    double loser_us = 0;
+    const Algorithm* winner = nullptr;  // null: another round follows
+    std::array<double, 2> mean_us{};    // the pick's and the runner-up's mean call, summed over ranks
+    int block_calls = 0;                // K of the round that ended
+    int next_block_calls = 0;           // K of the next round, if there is one
   };
-  // Ends the trial of `args` with the ranks' summed means (the same on every rank).
-  Verdict Settle(const CollectiveArgs& args, const std::array<double, 2>& summed_us);
-
-  // The number of calls one trial takes.
-  int TrialCalls() const { return 4 * options_.block_calls; }
+  // Ends a round with the ranks' summed totals (the same on every rank): settles the trial, or
+  // starts the next round with longer blocks.
+  Verdict Conclude(Trial* trial, const std::array<double, 2>& summed_us);
 
  private:
   using Key = std::tuple<int, size_t, int, int, int>;  // kind, count, type, op, root
   static Key KeyOf(const CollectiveArgs& args);
-  struct Trial {
-    std::array<const Algorithm*, 2> candidates{};  // the model's pick, then the runner-up
-    int calls = 0;                                 // trial calls recorded so far
-    double block_start_us = 0;                     // end of the current block's first call
-    std::array<double, 2> timed_us{};              // blocks' times, per candidate
-    const Algorithm* winner = nullptr;             // set once settled
-  };
-  // Which candidate the `call`-th trial call runs: blocks 0 and 3 the pick, 1 and 2 the runner-up.
-  int CandidateOf(int call) const;
+  // Which candidate the `call`-th call of a round runs: blocks 0 and 3 the pick, 1 and 2 the
+  // runner-up.
+  static int CandidateOf(const Trial& trial, int call);
 
   const TrialOptions options_;
   std::map<Key, Trial> trials_;

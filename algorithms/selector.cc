@@ -170,16 +170,22 @@ Result<AlgorithmTrials::Plan> CachedSelector::Select(const CollectiveArgs& args)
   const int kind = static_cast<int>(args.kind);
   if (kind < 0 || kind >= kNumCollectives) {
     BRAID_ASSIGN_OR_RETURN(const Algorithm* algorithm, SelectAlgorithm(args, nranks_, policy_, link_));
-    return AlgorithmTrials::Plan{algorithm, false};
+    return AlgorithmTrials::Plan{algorithm, nullptr};
   }
   Choice& last = last_[kind];
   if (last.valid && last.count == args.count && last.type == args.type && last.op == args.op &&
       last.root == args.root) {
-    return AlgorithmTrials::Plan{last.algorithm, false};
+    if (last.trial == nullptr) return AlgorithmTrials::Plan{last.algorithm, nullptr};
+    const AlgorithmTrials::Plan plan = trials_.Continue(last.trial);
+    if (plan.trial == nullptr) {  // settled: remember the winner alone
+      last.algorithm = plan.algorithm;
+      last.trial = nullptr;
+    }
+    return plan;
   }
   BRAID_ASSIGN_OR_RETURN(const Ranking ranking, RankAlgorithms(args, nranks_, policy_, link_));
   const AlgorithmTrials::Plan plan = trials_.Next(args, nranks_, ranking);
-  last = plan.timed ? Choice{} : Choice{true, args.count, args.type, args.op, args.root, plan.algorithm};
+  last = Choice{true, args.count, args.type, args.op, args.root, plan.algorithm, plan.trial};
   return plan;
 }
 

@@ -76,23 +76,25 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
 // for a communicator's life, and on the trials, which every rank runs alike; evaluating every
 // cost function on every call is measurable on small collectives, whose whole call is well under
 // a microsecond, and training loops repeat the same call. Every rank reuses an answer it would
-// recompute identically, so ranks still agree. Calls in a trial are never remembered.
+// recompute identically, so ranks still agree. For arguments on trial it remembers the trial, so
+// that a trial call costs no cost-model evaluation either (its calls may be sub-microsecond).
 //
 // Thread safety: none (the communicator calls it under its operation lock).
 class CachedSelector {
  public:
   CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link, TrialOptions trials = {})
       : nranks_(nranks), policy_(std::move(policy)), link_(link), trials_(trials) {}
-  // What runs `args`: the model's pick, or where it is a near-tie, a trial call (timed: hand the
-  // time the call ended to RecordTrial) or the trial's winner. Errors are returned, not remembered.
+  // What runs `args`: the model's pick, or where it is a near-tie, a trial call (plan.trial set:
+  // hand the call's time to RecordTrial) or the trial's winner. Errors are returned, not
+  // remembered.
   Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);
-  // AlgorithmTrials::Record and Settle.
-  std::optional<std::array<double, 2>> RecordTrial(const CollectiveArgs& args, double end_us) {
-    return trials_.Record(args, end_us);
+  // AlgorithmTrials::Record and Conclude.
+  std::optional<std::array<double, 2>> RecordTrial(AlgorithmTrials::Trial* trial, double elapsed_us) {
+    return trials_.Record(trial, elapsed_us);
   }
-  AlgorithmTrials::Verdict SettleTrial(const CollectiveArgs& args,
-                                       const std::array<double, 2>& summed_us) {
-    return trials_.Settle(args, summed_us);
+  AlgorithmTrials::Verdict ConcludeTrial(AlgorithmTrials::Trial* trial,
+                                         const std::array<double, 2>& summed_us) {
+    return trials_.Conclude(trial, summed_us);
   }
   const LinkModel& link() const { return link_; }
 
@@ -104,6 +106,7 @@ class CachedSelector {
     ReduceOp op = ReduceOp::kSum;
     int root = 0;
     const Algorithm* algorithm = nullptr;
+    AlgorithmTrials::Trial* trial = nullptr;  // while these arguments are on trial
   };
   const int nranks_;
   const AlgorithmPolicy policy_;

@@ -24,10 +24,11 @@ while six back-to-back pairs of them ranged 0.58-1.07 with median 0.99. The firs
 confirmed one. The selector's pick per size comes from one extra short run at BRAID_DEBUG=INFO
 (the communicator logs "...: algorithm NAME" for every collective), which also checks the data
 (-c 1): a wrong element anywhere fails the script. Where the cost model has a near-tie the
-communicator times both algorithms on the first 64 calls of a size (algorithms/algorithm_trials.h,
-logged "(trial)"), so that run makes 65 calls per size below 1 MiB and the pick is the algorithm
-that runs after the trial: the choice of that run's machine state, measured minutes from the
-forced runs it is judged against.
+communicator times both algorithms on the calls of that size until it can tell them apart
+(algorithms/algorithm_trials.h), so sweeps below 1 MiB get one more run, long enough for the
+longest trial, logging only the trials' verdicts (BRAID_DEBUG_SUBSYS=TUNING): there the pick is
+the algorithm the trial settled on, the choice of that run's machine state, measured minutes from
+the forced runs it is judged against.
 
 Ranks start under braidrun (-n N) when it is given/found, else the script launches them itself
 with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (the perf programs call braidCommInitEnv).
@@ -67,10 +68,11 @@ KINDS = {
 }
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+\S+\s+\S+\s+(\S+)")
 PICK = re.compile(r"(\w+) #\d+ count (\d+) (\w+) .* on (\d+) ranks: algorithm (\w+)( \(trial\))?")
-# The communicator's trials (algorithms/algorithm_trials.h): the first 4 x 16 calls of a near-tie
-# up to 1 MiB run both candidates; the pick is what runs after them.
-TRIAL_CALLS = 64
+VERDICT = re.compile(r"(\w+) count (\d+) (\w+) .* on (\d+) ranks: trial of .*: settled on (\w+)")
+# The communicator's trials (algorithms/algorithm_trials.h) of near-ties up to 1 MiB: rounds of
+# 4 blocks, 16 calls per block growing 4x per round up to 4096; the longest trial is 21824 calls.
 TRIAL_MAX_BYTES = 1 << 20
+TRIAL_LONGEST_CALLS = 4 * (16 + 64 + 256 + 1024 + 4096)
 RANK_PREFIX = re.compile(r"^\[\d+\] ")
 TYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4,
               "uint32": 4, "double": 8, "int64": 8, "uint64": 8}
@@ -95,15 +97,18 @@ def free_port():
 
 
 def launch(args, program, nranks, perf_args, algo, debug=False):
-    """Runs `program` on `nranks` ranks; returns (rank 0's stdout lines, all stderr text)."""
+    """Runs `program` on `nranks` ranks; returns (rank 0's stdout lines, all stderr text).
+    `debug`: True logs at INFO, a string logs at INFO only that BRAID_DEBUG_SUBSYS."""
     env = dict(os.environ)
     env.update(args.extra_env)
-    env.pop("BRAID_ALGO", None)
-    env.pop("BRAID_DEBUG", None)
+    for name in ("BRAID_ALGO", "BRAID_DEBUG", "BRAID_DEBUG_SUBSYS"):
+        env.pop(name, None)
     if algo:
         env["BRAID_ALGO"] = algo
     if debug:
         env["BRAID_DEBUG"] = "INFO"
+    if isinstance(debug, str):
+        env["BRAID_DEBUG_SUBSYS"] = debug
     cmd = [program] + perf_args
     if args.pin:
         # Rank r on core r mod ncpus: which ranks share a core then no longer changes between runs
@@ -174,6 +179,17 @@ def parse_picks(stderr, collective, nranks):
         if coll != collective or int(n) != nranks or trial:
             continue
         picks[int(count) * scale * TYPE_BYTES.get(dtype, 4)] = name
+    return picks
+
+
+def parse_verdicts(stderr, collective, nranks):
+    """{bytes: algorithm} a trial settled on, from BRAID_DEBUG_SUBSYS=TUNING lines of any rank."""
+    picks = {}
+    scale = nranks if collective in PER_RANK_COUNT else 1
+    for m in VERDICT.finditer(stderr):
+        coll, count, dtype, n, name = m.groups()
+        if coll == collective and int(n) == nranks:
+            picks[int(count) * scale * TYPE_BYTES.get(dtype, 4)] = name
     return picks
 
 
@@ -272,18 +288,26 @@ def main():
                           "-b 2M -e 32M -f 4 -n 10 -w 2 -c 0"]
     sweeps = [a.split() for a in args.perf_args]
 
-    def pick_args(perf_args):
-        picked = list(perf_args)
-        # Enough calls at every size for a trial to finish where one may run (the perf programs
-        # warm up only at the smallest and the largest size, as nccl-tests does).
-        begin = size_bytes(picked[picked.index("-b") + 1]) if "-b" in picked else 0
-        iters = TRIAL_CALLS + 1 if begin <= TRIAL_MAX_BYTES else 1
-        for flag, value in (("-n", str(iters)), ("-w", "0"), ("-c", "1")):
-            if flag in picked:
-                picked[picked.index(flag) + 1] = value
+    def with_flags(perf_args, flags):
+        changed = list(perf_args)
+        for flag, value in flags:
+            if flag in changed:
+                changed[changed.index(flag) + 1] = value
             else:
-                picked += [flag, value]
-        return picked
+                changed += [flag, value]
+        return changed
+
+    def pick_args(perf_args):
+        return with_flags(perf_args, (("-n", "1"), ("-w", "0"), ("-c", "1")))
+
+    def trial_args(perf_args):
+        """Enough calls at every size of the sweep for the longest trial (out of place and in
+        place share it), or None if no size of the sweep is tried."""
+        begin = size_bytes(perf_args[perf_args.index("-b") + 1]) if "-b" in perf_args else 0
+        if begin > TRIAL_MAX_BYTES:
+            return None
+        iters = (TRIAL_LONGEST_CALLS + 1) // 2 + 1
+        return with_flags(perf_args, (("-n", str(iters)), ("-w", "0"), ("-c", "0")))
 
     results = []  # one dict per (collective, nranks, size)
     all_ok = True
@@ -309,6 +333,13 @@ def main():
                     if wrong:
                         raise RuntimeError(f"{collective} selector n={nranks} size {size}: "
                                            f"{wrong} wrong elements")
+                # Where a trial runs, the pick is the algorithm it settles on; one more run long
+                # enough for every trial, logging only the verdicts (a line per call would be
+                # most of a sub-microsecond call's time).
+                long_args = trial_args(perf_args)
+                if long_args is not None:
+                    _, stderr = launch(args, program, nranks, long_args, None, debug="TUNING")
+                    picks.update(parse_verdicts(stderr, collective, nranks))
 
             first_ratio = {}
             paired = {}  # size -> median of the confirmation rounds' pick/best ratios

@@ -87,25 +87,44 @@ class SelectCheckTest(unittest.TestCase):
         self.assertEqual(one[one.index("-e") + 1], str(8 << 20))
         self.assertEqual(one[one.index("-n") + 1], "10")  # the sweep's iteration count stays
 
-    def test_the_pick_is_what_runs_after_a_trial(self):
-        log = ("[0] vm:1:0 braid INFO broadcast #0 count 2048 float sum root 0 on 4 ranks: "
-               "algorithm ring (trial)\n"
-               "[0] vm:1:0 braid INFO broadcast #1 count 2048 float sum root 0 on 4 ranks: "
-               "algorithm binomial (trial)\n"
-               "[0] vm:1:0 braid INFO broadcast #2 count 2048 float sum root 0 on 4 ranks: "
-               "algorithm binomial\n"
-               "[0] vm:1:0 braid INFO broadcast #3 count 4096 float sum root 0 on 4 ranks: "
-               "algorithm ring (trial)\n")
-        # 8 KiB ran binomial after its trial; 16 KiB never left its trial, so it has no pick.
-        self.assertEqual(select_check.parse_picks(log, "broadcast", 4), {8192: "binomial"})
+    def test_verdicts_are_read_from_the_tuning_lines(self):
+        log = ("[0] vm:1:0 braid INFO broadcast count 2048 float sum root 0 on 4 ranks: trial of "
+               "ring against binomial, blocks of 16 calls, mean call summed over the ranks 3.1 "
+               "against 2.9 us: another round, blocks of 64 calls\n"
+               "[0] vm:1:0 braid INFO broadcast count 2048 float sum root 0 on 4 ranks: trial of "
+               "ring against binomial, blocks of 64 calls, mean call summed over the ranks 3.0 "
+               "against 2.8 us: settled on binomial\n"
+               "[0] vm:1:0 braid INFO broadcast count 4096 float sum root 0 on 4 ranks: trial of "
+               "ring against binomial, blocks of 16 calls, mean call summed over the ranks 3.0 "
+               "against 2.8 us: another round, blocks of 64 calls\n")
+        # 8 KiB settled on binomial; 16 KiB never settled, so it has no verdict.
+        self.assertEqual(select_check.parse_verdicts(log, "broadcast", 4), {8192: "binomial"})
+        self.assertEqual(select_check.parse_verdicts(log, "reduce", 4), {})
 
-    def test_pick_run_calls_each_size_past_a_trial_below_the_trial_limit(self):
-        fake = FakeLaunches([8, 2 << 20], {"ring": lambda s, k: 1.0, "binomial": lambda s, k: 1.0},
-                            "ring")
-        self.run_check(fake, confirm=0)
-        pick_runs = [a for label, a in fake.calls if label == "selector" and a[a.index("-c") + 1] == "1"]
-        iters = {a[a.index("-b") + 1]: a[a.index("-n") + 1] for a in pick_runs}
-        self.assertEqual(iters, {"8": str(select_check.TRIAL_CALLS + 1), "2M": "1"})
+    def test_a_trial_verdict_is_the_pick_below_the_trial_limit(self):
+        class WithVerdicts(FakeLaunches):
+            def __call__(self, args, program, nranks, perf_args, algo, debug=False):
+                lines, stderr = super().__call__(args, program, nranks, perf_args, algo,
+                                                 debug=debug is True)
+                if debug == "TUNING":
+                    stderr = "".join(
+                        f"rank 0: broadcast count {s // 4} float sum root 0 on 2 ranks: trial of "
+                        f"ring against binomial, blocks of 16 calls, mean call summed over the "
+                        f"ranks 1 against 1 us: settled on binomial\n"
+                        for s in self.sizes if s <= select_check.TRIAL_MAX_BYTES)
+                return lines, stderr
+
+        fake = WithVerdicts([8, 2 << 20], {"ring": lambda s, k: 1.0,
+                                           "binomial": lambda s, k: 1.0}, "ring")
+        _, results = self.run_check(fake, confirm=0)
+        self.assertEqual(results[8]["selector_pick"], "binomial")
+        self.assertEqual(results[2 << 20]["selector_pick"], "ring")
+        long_runs = [a for label, a in fake.calls if label == "selector" and a[a.index("-c") + 1] == "0"
+                     and int(a[a.index("-n") + 1]) > 100]
+        self.assertEqual(len(long_runs), 1)
+        self.assertEqual(long_runs[0][long_runs[0].index("-b") + 1], "8")
+        self.assertGreaterEqual(2 * int(long_runs[0][long_runs[0].index("-n") + 1]),
+                                select_check.TRIAL_LONGEST_CALLS)
 
     def test_rotation_starts_each_round_elsewhere(self):
         configs = ["a", "b", "c"]

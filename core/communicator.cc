@@ -362,30 +362,32 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   auto plan = selector_.Select(args);
   if (!plan.ok()) return plan.status().WithContext("rank " + std::to_string(rank_));
   const algorithms::Algorithm* algorithm = plan.value().algorithm;
+  algorithms::AlgorithmTrials::Trial* const trial = plan.value().trial;
   const uint64_t sequence = next_sequence_++;
-  BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " #" << sequence << " count "
-                          << args.count << " " << DataTypeName(args.type) << " "
-                          << ReduceOpName(args.op) << " root " << args.root << " on " << size_
-                          << " ranks: algorithm " << algorithm->name
-                          << (plan.value().timed ? " (trial)" : "");
+  BRAID_LOG_TO(kInfo, kColl, rank_)
+      << algorithms::CollectiveName(args.kind) << " #" << sequence << " count " << args.count << " "
+      << DataTypeName(args.type) << " " << ReduceOpName(args.op) << " root " << args.root << " on "
+      << size_ << " ranks: algorithm " << algorithm->name << (trial != nullptr ? " (trial)" : "");
   const char* name = algorithms::CollectiveName(args.kind);
   if (config_.check && size_ > 1) BRAID_RETURN_IF_ERROR(CompareAcrossRanks(args, sequence));
   progress_.Enter(sequence, name, args.MessageBytes(size_));
+  const auto start = trial != nullptr ? std::chrono::steady_clock::now()
+                                      : std::chrono::steady_clock::time_point();
   Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
     return algorithm->run(ctx, args);
   });
   progress_.Leave();
-  if (!status.ok() || !plan.value().timed) return status;
-  const std::chrono::duration<double, std::micro> end =
-      std::chrono::steady_clock::now().time_since_epoch();
-  return FinishTrialCall(args, sequence, end.count());
+  if (!status.ok() || trial == nullptr) return status;
+  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+  return FinishTrialCall(args, trial, sequence, elapsed.count());
 }
 
-Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args, uint64_t sequence,
-                                     double end_us) {
-  const std::optional<std::array<double, 2>> local = selector_.RecordTrial(args, end_us);
+Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args,
+                                     algorithms::AlgorithmTrials::Trial* trial, uint64_t sequence,
+                                     double elapsed_us) {
+  const std::optional<std::array<double, 2>> local = selector_.RecordTrial(trial, elapsed_us);
   if (!local) return Status::Ok();
-  // Every rank reaches the end of the trial at the same call, so all join this sum.
+  // Every rank reaches the end of the round at the same call, so all join this sum.
   std::array<double, 2> summed{};
   algorithms::CollectiveArgs sum;
   sum.kind = algorithms::Collective::kAllReduce;
@@ -402,15 +404,17 @@ Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args, uin
                                      [&](const algorithms::CollectiveContext& ctx) {
                                        return rd->run(ctx, sum);
                                      }));
-  const algorithms::AlgorithmTrials::Verdict verdict = selector_.SettleTrial(args, summed);
-  if (verdict.winner != nullptr) {
-    BRAID_LOG(kInfo, rank_) << algorithms::CollectiveName(args.kind) << " count " << args.count
-                            << " " << DataTypeName(args.type) << " " << ReduceOpName(args.op)
-                            << " root " << args.root << " on " << size_ << " ranks: trial settled on "
-                            << verdict.winner->name << " over " << verdict.loser->name
-                            << " (mean call, summed over the ranks: " << verdict.winner_us
-                            << " against " << verdict.loser_us << " us)";
-  }
+  const algorithms::AlgorithmTrials::Verdict verdict = selector_.ConcludeTrial(trial, summed);
+  BRAID_LOG_TO(kInfo, kTuning, rank_)
+      << algorithms::CollectiveName(args.kind) << " count " << args.count << " "
+      << DataTypeName(args.type) << " " << ReduceOpName(args.op) << " root " << args.root << " on "
+      << size_ << " ranks: trial of " << trial->candidates[0]->name << " against "
+      << trial->candidates[1]->name << ", blocks of " << verdict.block_calls
+      << " calls, mean call summed over the ranks " << verdict.mean_us[0] << " against "
+      << verdict.mean_us[1] << " us: "
+      << (verdict.winner != nullptr
+              ? std::string("settled on ") + verdict.winner->name
+              : "another round, blocks of " + std::to_string(verdict.next_block_calls) + " calls");
   return Status::Ok();
 }
 

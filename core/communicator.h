@@ -130,9 +130,11 @@ class Communicator {
   // BRAID_CHECK: allgathers every rank's (collective, datatype, op, root, count) and fails with
   // InvalidUsage naming the first rank whose call differs from this one.
   Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
-  // After a trial call of `args` (collective `sequence`) that ended at `end_us` (steady clock):
-  // records it and, after the trial's last call, sums the ranks' means and settles the trial.
-  Status FinishTrialCall(const algorithms::CollectiveArgs& args, uint64_t sequence, double end_us);
+  // After a trial call of `args` (collective `sequence`) that took `elapsed_us`: records it and,
+  // at the end of a round, sums the ranks' timings and settles the trial or starts another round.
+  Status FinishTrialCall(const algorithms::CollectiveArgs& args,
+                         algorithms::AlgorithmTrials::Trial* trial, uint64_t sequence,
+                         double elapsed_us);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held, twice per

@@ -13,10 +13,18 @@ namespace braid {
 
 enum class LogLevel : int { kTrace = 0, kInfo = 1, kWarn = 2, kOff = 3 };
 
-bool LogEnabled(LogLevel level);
+// What an INFO or TRACE line is about, for BRAID_DEBUG_SUBSYS (NCCL_DEBUG_SUBSYS's syntax:
+// "COLL,TUNING", "^COLL", "ALL"; the default is ALL). WARN lines print whatever the filter.
+//   INIT    everything not below: creation, connections, transports, the store, failures
+//   COLL    the algorithm of each collective call
+//   TUNING  algorithm trials (algorithms/algorithm_trials.h)
+enum class LogSubsystem : unsigned { kInit = 1, kColl = 2, kTuning = 4 };
+
+bool LogEnabled(LogLevel level, LogSubsystem subsystem = LogSubsystem::kInit);
 // Writes one line. `rank` < 0 prints "-" in the prefix (no communicator yet).
 void LogLine(LogLevel level, int rank, const std::string& text);
-// Re-reads BRAID_DEBUG / BRAID_DEBUG_FILE (tests use it; the library reads them once).
+// Re-reads BRAID_DEBUG / BRAID_DEBUG_SUBSYS / BRAID_DEBUG_FILE (tests use it; the library reads
+// them once).
 void ReloadLogSettings();
 
 class LogStream {
@@ -33,8 +41,10 @@ class LogStream {
 
 }  // namespace braid
 
-// Usage: BRAID_LOG(kInfo, rank) << "connected to " << peer;
-#define BRAID_LOG(level, rank)                             \
-  if (!::braid::LogEnabled(::braid::LogLevel::level)) {    \
-  } else                                                   \
+// Usage: BRAID_LOG(kInfo, rank) << "connected to " << peer;   (subsystem INIT)
+//        BRAID_LOG_TO(kInfo, kColl, rank) << ...;
+#define BRAID_LOG_TO(level, subsystem, rank)                                                 \
+  if (!::braid::LogEnabled(::braid::LogLevel::level, ::braid::LogSubsystem::subsystem)) {    \
+  } else                                                                                     \
     ::braid::LogStream(::braid::LogLevel::level, (rank)).stream()
+#define BRAID_LOG(level, rank) BRAID_LOG_TO(level, kInit, rank)

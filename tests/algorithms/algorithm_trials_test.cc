@@ -1,10 +1,10 @@
-// AlgorithmTrials on its own: which calls are tried, the block schedule, the mean times each rank
-// reports, and the verdict. Two stand-in algorithms; costs are given directly in the Ranking.
+// AlgorithmTrials on its own: which calls are tried, the block schedule, the totals each rank
+// reports, rounds with longer blocks, and the verdict. Two stand-in algorithms; costs are given
+// directly in the Ranking.
 #include <catch2/catch.hpp>
 
 #include <array>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "algorithms/algorithm_trials.h"
@@ -26,10 +26,30 @@ CollectiveArgs Broadcast(size_t count) {
   return args;
 }
 
-TrialOptions Blocks(int calls) {
+// Blocks of `calls` in the first round, growing 4x up to `max_calls`; a round decides once its
+// blocks took `target_us` per rank.
+TrialOptions Blocks(int calls, int max_calls = 4096, double target_us = 0) {
   TrialOptions options;
-  options.block_calls = calls;
+  options.first_block_calls = calls;
+  options.max_block_calls = max_calls;
+  options.target_block_us = target_us;
   return options;
+}
+
+// Runs one round of `trials` for `args`, each call of the pick taking `pick_us` and of the
+// runner-up `runner_up_us`; returns the algorithms run and this rank's totals.
+std::array<double, 2> RunRound(AlgorithmTrials& trials, const CollectiveArgs& args, int nranks,
+                               double pick_us, double runner_up_us,
+                               std::vector<const Algorithm*>* ran = nullptr) {
+  for (int call = 0;; ++call) {
+    const AlgorithmTrials::Plan plan = trials.Next(args, nranks, Ranked(1, 1));
+    REQUIRE(plan.trial != nullptr);
+    if (ran != nullptr) ran->push_back(plan.algorithm);
+    const std::optional<std::array<double, 2>> totals =
+        trials.Record(plan.trial, plan.algorithm == &kPick ? pick_us : runner_up_us);
+    if (totals) return *totals;
+    REQUIRE(call < 4 * 4096);
+  }
 }
 
 }  // namespace
@@ -38,129 +58,141 @@ TEST_CASE("only near-ties of more than one rank, up to the byte limit, are tried
   const CollectiveArgs args = Broadcast(256);  // 1 KiB of float32
   SECTION("runner-up within the margin: a trial call") {
     AlgorithmTrials trials(Blocks(2));
-    CHECK(trials.Next(args, 4, Ranked(10, 12.5)).timed);
+    CHECK(trials.Next(args, 4, Ranked(10, 12.5)).trial != nullptr);
   }
   SECTION("runner-up beyond the margin: the pick, untimed") {
     AlgorithmTrials trials(Blocks(2));
     const AlgorithmTrials::Plan plan = trials.Next(args, 4, Ranked(10, 12.6));
-    CHECK_FALSE(plan.timed);
+    CHECK(plan.trial == nullptr);
     CHECK(plan.algorithm == &kPick);
   }
   SECTION("no runner-up") {
     AlgorithmTrials trials(Blocks(2));
-    CHECK_FALSE(trials.Next(args, 4, Ranking{&kPick, 10, nullptr, 0}).timed);
+    CHECK(trials.Next(args, 4, Ranking{&kPick, 10, nullptr, 0}).trial == nullptr);
   }
   SECTION("one rank") {
     AlgorithmTrials trials(Blocks(2));
-    CHECK_FALSE(trials.Next(args, 1, Ranked(0, 0)).timed);
+    CHECK(trials.Next(args, 1, Ranked(0, 0)).trial == nullptr);
   }
   SECTION("above max_bytes") {
     TrialOptions options = Blocks(2);
     options.max_bytes = 1023;
     AlgorithmTrials trials(options);
-    CHECK_FALSE(trials.Next(args, 4, Ranked(10, 10)).timed);
+    CHECK(trials.Next(args, 4, Ranked(10, 10)).trial == nullptr);
   }
   SECTION("turned off (BRAID_TUNE=0)") {
     TrialOptions options = Blocks(2);
     options.enabled = false;
     AlgorithmTrials trials(options);
-    CHECK_FALSE(trials.Next(args, 4, Ranked(10, 10)).timed);
+    CHECK(trials.Next(args, 4, Ranked(10, 10)).trial == nullptr);
   }
   SECTION("no keys left: later keys keep the pick, the started trial goes on") {
     TrialOptions options = Blocks(2);
     options.max_keys = 1;
     AlgorithmTrials trials(options);
-    CHECK(trials.Next(args, 4, Ranked(10, 10)).timed);
-    CHECK_FALSE(trials.Next(Broadcast(512), 4, Ranked(10, 10)).timed);
-    CHECK(trials.Next(args, 4, Ranked(10, 10)).timed);
+    CHECK(trials.Next(args, 4, Ranked(10, 10)).trial != nullptr);
+    CHECK(trials.Next(Broadcast(512), 4, Ranked(10, 10)).trial == nullptr);
+    CHECK(trials.Next(args, 4, Ranked(10, 10)).trial != nullptr);
   }
 }
 
-TEST_CASE("a trial runs pick, runner-up, runner-up, pick and reports each one's mean call",
+TEST_CASE("a round runs pick, runner-up, runner-up, pick and totals all but each block's first call",
           "[trials]") {
   AlgorithmTrials trials(Blocks(3));
-  REQUIRE(trials.TrialCalls() == 12);
   const CollectiveArgs args = Broadcast(256);
   // Calls of the pick take 5 us, of the runner-up 3 us; the first call of every block takes
   // 100 us more (it waits for the other algorithm's calls to drain) and is not counted.
-  double clock_us = 1000;
   std::vector<const Algorithm*> ran;
-  std::optional<std::array<double, 2>> means;
-  for (int call = 0; call < trials.TrialCalls(); ++call) {
+  std::optional<std::array<double, 2>> totals;
+  for (int call = 0; call < 12; ++call) {
     CAPTURE(call);
-    REQUIRE_FALSE(means.has_value());
+    REQUIRE_FALSE(totals.has_value());
     const AlgorithmTrials::Plan plan = trials.Next(args, 3, Ranked(10, 11));
-    REQUIRE(plan.timed);
+    REQUIRE(plan.trial != nullptr);
     ran.push_back(plan.algorithm);
-    clock_us += (plan.algorithm == &kPick ? 5.0 : 3.0) + (call % 3 == 0 ? 100.0 : 0.0);
-    means = trials.Record(args, clock_us);
+    totals = trials.Record(plan.trial, (plan.algorithm == &kPick ? 5.0 : 3.0) +
+                                           (call % 3 == 0 ? 100.0 : 0.0));
   }
   const std::vector<const Algorithm*> expected = {
       &kPick,     &kPick,     &kPick,     &kRunnerUp, &kRunnerUp, &kRunnerUp,
       &kRunnerUp, &kRunnerUp, &kRunnerUp, &kPick,     &kPick,     &kPick};
   CHECK(ran == expected);
-  REQUIRE(means.has_value());
-  CHECK(means.value() == std::array<double, 2>{5.0, 3.0});
+  REQUIRE(totals.has_value());
+  CHECK(totals.value() == std::array<double, 2>{4 * 5.0, 4 * 3.0});
 }
 
-TEST_CASE("a slow phase inside a block counts: the mean, not the typical call", "[trials]") {
-  // The pick usually takes 1 us but every third call waits 10 (ranks taking turns on the cores);
-  // the runner-up takes 3 us every time. A loop of calls pays 4 against 3, so the means say so.
-  AlgorithmTrials trials(Blocks(4));
+TEST_CASE("short blocks lead to another round with longer ones, up to the maximum", "[trials]") {
+  // Blocks must take 1000 us per rank; calls take 10 us, so 16 calls per block are too few,
+  // 64 too (630 us timed), 256 enough.
+  AlgorithmTrials trials(Blocks(16, 4096, 1000));
   const CollectiveArgs args = Broadcast(256);
-  double clock_us = 0;
-  std::optional<std::array<double, 2>> means;
-  for (int call = 0; call < trials.TrialCalls(); ++call) {
-    const AlgorithmTrials::Plan plan = trials.Next(args, 4, Ranked(10, 10));
-    clock_us += plan.algorithm == &kRunnerUp ? 3.0 : (call % 4 == 2 ? 10.0 : 1.0);
-    means = trials.Record(args, clock_us);
+  const int nranks = 2;
+  std::vector<int> rounds;
+  AlgorithmTrials::Verdict verdict;
+  while (verdict.winner == nullptr) {
+    std::vector<const Algorithm*> ran;
+    const std::array<double, 2> mine = RunRound(trials, args, nranks, 10.0, 11.0, &ran);
+    rounds.push_back(static_cast<int>(ran.size()) / 4);
+    // Both ranks measured the same.
+    const AlgorithmTrials::Plan plan = trials.Next(args, nranks, Ranked(1, 1));
+    verdict = trials.Conclude(plan.trial, {2 * mine[0], 2 * mine[1]});
+    if (verdict.winner == nullptr) CHECK(verdict.next_block_calls == 4 * rounds.back());
+    REQUIRE(rounds.size() < 6);
   }
-  REQUIRE(means.has_value());
-  CHECK(means.value()[0] == Approx(4.0));
-  CHECK(means.value()[1] == Approx(3.0));
+  CHECK(rounds == std::vector<int>{16, 64, 256});
+  CHECK(verdict.block_calls == 256);
+  CHECK(verdict.winner == &kPick);
+  CHECK(verdict.mean_us[0] == Approx(2 * 10.0));  // mean call, summed over the 2 ranks
+  CHECK(verdict.mean_us[1] == Approx(2 * 11.0));
+
+  SECTION("the largest block decides however short it was") {
+    AlgorithmTrials capped(Blocks(16, 64, 1e9));
+    RunRound(capped, args, nranks, 1.0, 1.0);
+    AlgorithmTrials::Plan plan = capped.Next(args, nranks, Ranked(1, 1));
+    CHECK(capped.Conclude(plan.trial, {30, 30}).next_block_calls == 64);
+    RunRound(capped, args, nranks, 1.0, 1.0);
+    plan = capped.Next(args, nranks, Ranked(1, 1));
+    CHECK(capped.Conclude(plan.trial, {126, 120}).winner == &kRunnerUp);
+  }
 }
 
 TEST_CASE("the verdict: the lower sum wins, a tie keeps the pick, the winner is then served",
           "[trials]") {
   const CollectiveArgs args = Broadcast(256);
-  const auto run_trial = [&](AlgorithmTrials& trials) {
-    std::optional<std::array<double, 2>> means;
-    for (int call = 0; call < trials.TrialCalls(); ++call) {
-      REQUIRE(trials.Next(args, 2, Ranked(1, 1)).timed);
-      means = trials.Record(args, call);
-    }
-    REQUIRE(means.has_value());
+  const auto conclude = [&](AlgorithmTrials& trials, std::array<double, 2> summed) {
+    RunRound(trials, args, 2, 1.0, 1.0);
+    return trials.Conclude(trials.Next(args, 2, Ranked(1, 1)).trial, summed);
   };
   SECTION("the runner-up's sum is lower") {
     AlgorithmTrials trials(Blocks(2));
-    run_trial(trials);
-    const AlgorithmTrials::Verdict verdict = trials.Settle(args, {7.5, 7.0});
+    const AlgorithmTrials::Verdict verdict = conclude(trials, {7.5, 7.0});
     CHECK(verdict.winner == &kRunnerUp);
-    CHECK(verdict.loser == &kPick);
-    CHECK(verdict.winner_us == 7.0);
-    CHECK(verdict.loser_us == 7.5);
+    CHECK(verdict.mean_us == std::array<double, 2>{3.75, 3.5});  // over 2 timed calls
     for (int call = 0; call < 3; ++call) {
       const AlgorithmTrials::Plan plan = trials.Next(args, 2, Ranked(1, 1));
-      CHECK_FALSE(plan.timed);
+      CHECK(plan.trial == nullptr);
       CHECK(plan.algorithm == &kRunnerUp);
     }
-    // A stray time after the verdict changes nothing.
-    CHECK_FALSE(trials.Record(args, 1.0).has_value());
   }
   SECTION("equal sums") {
     AlgorithmTrials trials(Blocks(2));
-    run_trial(trials);
-    CHECK(trials.Settle(args, {4.0, 4.0}).winner == &kPick);
+    CHECK(conclude(trials, {4.0, 4.0}).winner == &kPick);
+    CHECK(trials.Next(args, 2, Ranked(1, 1)).algorithm == &kPick);
+  }
+  SECTION("a stray time after the verdict changes nothing") {
+    AlgorithmTrials trials(Blocks(2));
+    const AlgorithmTrials::Plan last = trials.Next(args, 2, Ranked(1, 1));
+    conclude(trials, {1.0, 2.0});
+    CHECK_FALSE(trials.Record(last.trial, 1.0).has_value());
     CHECK(trials.Next(args, 2, Ranked(1, 1)).algorithm == &kPick);
   }
   SECTION("each key has its own trial") {
     AlgorithmTrials trials(Blocks(2));
-    run_trial(trials);
-    trials.Settle(args, {1.0, 2.0});
+    conclude(trials, {1.0, 2.0});
     CollectiveArgs rooted = args;
     rooted.root = 1;
-    CHECK(trials.Next(rooted, 2, Ranked(1, 1)).timed);
-    CHECK_FALSE(trials.Next(args, 2, Ranked(1, 1)).timed);
+    CHECK(trials.Next(rooted, 2, Ranked(1, 1)).trial != nullptr);
+    CHECK(trials.Next(args, 2, Ranked(1, 1)).trial == nullptr);
   }
 }
 

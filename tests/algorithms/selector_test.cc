@@ -540,7 +540,7 @@ TEST_CASE("the cached selector answers what the selector would, call after call"
     REQUIRE(got.ok());
     CHECK(std::string(got.value().algorithm->name) == want.value()->name);
     CHECK(got.value().algorithm->kind == args.kind);
-    CHECK_FALSE(got.value().timed);
+    CHECK(got.value().trial == nullptr);
   }
 }
 
@@ -557,36 +557,36 @@ TEST_CASE("the cached selector runs a near-tie's trial, then serves its winner",
   REQUIRE(ranking.value().runner_up_cost <= ranking.value().best_cost * 1.25);
 
   TrialOptions options;
-  options.block_calls = 3;
+  options.first_block_calls = 3;
+  options.target_block_us = 0;  // one round decides
   CachedSelector cached(4, AlgorithmPolicy(), link, options);
   CollectiveArgs other = args;
   other.kind = Collective::kAllReduce;  // interleaved, must not disturb the trial
   std::vector<std::string> ran;
-  std::optional<std::array<double, 2>> means;
-  double clock_us = 0;
+  std::optional<std::array<double, 2>> totals;
+  AlgorithmTrials::Trial* trial = nullptr;
   for (int call = 0; call < 12; ++call) {
     Result<AlgorithmTrials::Plan> plan = cached.Select(args);
     REQUIRE(plan.ok());
-    CHECK(plan.value().timed);
+    REQUIRE(plan.value().trial != nullptr);
+    trial = plan.value().trial;
     ran.push_back(plan.value().algorithm->name);
     REQUIRE(cached.Select(other).ok());
-    CHECK_FALSE(means.has_value());
+    CHECK_FALSE(totals.has_value());
     // The runner-up takes 1 us and the model's pick 3, so the runner-up must win.
-    clock_us += ran.back() == ranking.value().best->name ? 3.0 : 1.0;
-    means = cached.RecordTrial(args, clock_us);
+    totals = cached.RecordTrial(trial, ran.back() == ranking.value().best->name ? 3.0 : 1.0);
   }
   const std::string a = ranking.value().best->name, b = ranking.value().runner_up->name;
   CHECK(ran == std::vector<std::string>{a, a, a, b, b, b, b, b, b, a, a, a});
-  REQUIRE(means.has_value());
-  CHECK(means.value() == std::array<double, 2>{3.0, 1.0});
-  const AlgorithmTrials::Verdict verdict = cached.SettleTrial(args, {12.0, 4.0});
+  REQUIRE(totals.has_value());
+  CHECK(totals.value() == std::array<double, 2>{4 * 3.0, 4 * 1.0});
+  const AlgorithmTrials::Verdict verdict = cached.ConcludeTrial(trial, {48.0, 16.0});
   REQUIRE(verdict.winner != nullptr);
   CHECK(std::string(verdict.winner->name) == b);
-  CHECK(std::string(verdict.loser->name) == a);
   for (int call = 0; call < 3; ++call) {
     Result<AlgorithmTrials::Plan> plan = cached.Select(args);
     REQUIRE(plan.ok());
-    CHECK_FALSE(plan.value().timed);
+    CHECK(plan.value().trial == nullptr);
     CHECK(std::string(plan.value().algorithm->name) == b);
   }
 }

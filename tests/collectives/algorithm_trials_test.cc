@@ -1,21 +1,22 @@
-// Algorithm trials end to end: ranks as processes run the first calls of three collectives
-// through both of their two allowed algorithms (BRAID_TUNE=2 and BRAID_ALGO in BUILD make every
-// call a trial, whatever the host's cores), check every call's data against a closed form, and
-// log what they ran. The test then reads every rank's log: each key ran the schedule of
-// algorithms/algorithm_trials.h (pick, runner-up, runner-up, pick; 16 calls each), every rank
-// settled on the same algorithm, and every later call ran that one.
+// Algorithm trials end to end: ranks as processes run three collectives through both of their two
+// allowed algorithms (BRAID_TUNE=2 and BRAID_ALGO in BUILD make every call a trial, whatever the
+// host's cores), check every call's data against a closed form, and log what they ran. The test
+// then reads every rank's log: each key ran rounds of the schedule of
+// algorithms/algorithm_trials.h (pick, runner-up, runner-up, pick; blocks of 16 calls, then 4x
+// longer each round), every rank ran as many rounds and settled on the same algorithm, and every
+// later call ran that one.
 #include <dirent.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "algorithms/algorithm_trials.h"
 #include "bindings/c/braid.h"
 #include "core/logging.h"
 #include "tests/harness/multi_rank.h"
@@ -24,10 +25,19 @@ namespace braid::testing {
 namespace {
 
 constexpr int kRanks = 4;
-constexpr int kBlockCalls = 16;              // TrialOptions' default
-constexpr int kTrialCalls = 4 * kBlockCalls;
-constexpr int kCallsAfter = 5;               // calls after the verdict
 constexpr size_t kCount = 1031;
+
+// The longest a trial can take with the default options: rounds up to the largest block.
+int LongestTrial() {
+  const algorithms::TrialOptions options;
+  int calls = 0;
+  for (int block = options.first_block_calls; block <= options.max_block_calls;
+       block *= options.growth) {
+    calls += 4 * block;
+  }
+  return calls;
+}
+const int kCalls = LongestTrial() + 5;  // at least 5 calls after every verdict
 
 // Rank r's input element i in call c: small integers, so sums are exact in every type used.
 int64_t Input(int rank, int call, size_t i) { return (rank + 1) * (call % 7 + 1) + static_cast<int64_t>(i % 100); }
@@ -67,7 +77,7 @@ std::string TrialRank(int rank, int size, const braidUniqueId& id, const std::st
     return std::string("init: ") + braidGetLastError(nullptr);
   }
   std::string failure;
-  for (int call = 0; call < kTrialCalls + kCallsAfter && failure.empty(); ++call) {
+  for (int call = 0; call < kCalls && failure.empty(); ++call) {
     std::vector<float> broadcast(kCount, -1.0f);
     if (rank == kBroadcastRoot) {
       for (size_t i = 0; i < kCount; ++i) broadcast[i] = static_cast<float>(Input(rank, call, i));
@@ -112,26 +122,30 @@ std::vector<std::string> ReadLogs(const std::string& dir) {
   return logs;
 }
 
+struct Round {
+  int block_calls = 0;
+  std::string outcome;  // "settled on NAME" or "another round, ..."
+};
 struct Calls {
-  std::vector<std::string> trial;   // algorithms of the calls logged "(trial)", in order
-  std::vector<std::string> later;   // algorithms of the calls after them
-  std::string winner, loser;        // from the "trial settled" line
+  std::vector<std::string> trial;  // algorithms of the calls logged "(trial)", in order
+  std::vector<std::string> later;  // algorithms of the calls after them
+  std::vector<Round> rounds;       // from the TUNING lines
 };
 
 Calls CallsOf(const std::string& log, const std::string& collective) {
   Calls calls;
   // " reduce ..." and not "allreduce": the collective's name follows the level.
   const std::regex call("INFO " + collective + R"( #\d+ count \d+ .* ranks: algorithm (\w+)( \(trial\))?)");
-  const std::regex settled("INFO " + collective + R"( count .* ranks: trial settled on (\w+) over (\w+))");
+  const std::regex round("INFO " + collective +
+                         R"( count .* ranks: trial of \w+ against \w+, blocks of (\d+) calls, .* us: (.*)$)");
   std::istringstream lines(log);
   std::string line;
   std::smatch m;
   while (std::getline(lines, line)) {
     if (std::regex_search(line, m, call)) {
       (m[2].matched ? calls.trial : calls.later).push_back(m[1]);
-    } else if (std::regex_search(line, m, settled)) {
-      calls.winner = m[1];
-      calls.loser = m[2];
+    } else if (std::regex_search(line, m, round)) {
+      calls.rounds.push_back(Round{std::stoi(m[1]), m[2]});
     }
   }
   return calls;
@@ -139,7 +153,7 @@ Calls CallsOf(const std::string& log, const std::string& collective) {
 
 }  // namespace
 
-TEST_CASE("trials: every call is right, every rank tries the same schedule and settles alike",
+TEST_CASE("trials: every call is right, every rank runs the same rounds and settles alike",
           "[trials]") {
   const std::string dir = LogDirectory();
   REQUIRE(system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
@@ -152,31 +166,49 @@ TEST_CASE("trials: every call is right, every rank tries the same schedule and s
 
   const std::vector<std::string> logs = ReadLogs(dir);
   REQUIRE(logs.size() == kRanks);
+  const algorithms::TrialOptions options;
   for (const std::string collective : {"broadcast", "reduce", "allreduce"}) {
     CAPTURE(collective);
-    std::string agreed;
+    std::string agreed_winner;
+    size_t agreed_rounds = 0;
     for (const std::string& log : logs) {
       const Calls calls = CallsOf(log, collective);
-      REQUIRE(calls.trial.size() == kTrialCalls);
+      REQUIRE_FALSE(calls.rounds.empty());
+      REQUIRE_FALSE(calls.trial.empty());
       const std::string pick = calls.trial.front();
       std::string runner_up;
-      for (int i = 0; i < kTrialCalls; ++i) {
-        CAPTURE(i);
-        const bool pick_block = i < kBlockCalls || i >= 3 * kBlockCalls;
-        if (pick_block) {
-          CHECK(calls.trial[i] == pick);
-        } else {
-          if (runner_up.empty()) runner_up = calls.trial[i];
-          CHECK(calls.trial[i] == runner_up);
+      size_t first = 0;  // the round's first trial call
+      int block = options.first_block_calls;
+      for (size_t r = 0; r < calls.rounds.size(); ++r) {
+        CAPTURE(r);
+        REQUIRE(calls.rounds[r].block_calls == block);
+        REQUIRE(first + 4 * block <= calls.trial.size());
+        for (int i = 0; i < 4 * block; ++i) {
+          const std::string& ran = calls.trial[first + i];
+          if (i < block || i >= 3 * block) {
+            CHECK(ran == pick);
+          } else {
+            if (runner_up.empty()) runner_up = ran;
+            CHECK(ran == runner_up);
+          }
         }
+        first += 4 * block;
+        const bool last = r + 1 == calls.rounds.size();
+        CHECK((calls.rounds[r].outcome.rfind("settled on ", 0) == 0) == last);
+        block *= options.growth;
       }
+      CHECK(first == calls.trial.size());
       CHECK(runner_up != pick);
-      REQUIRE_FALSE(calls.winner.empty());
-      CHECK(((calls.winner == pick && calls.loser == runner_up) ||
-             (calls.winner == runner_up && calls.loser == pick)));
-      CHECK(calls.later == std::vector<std::string>(kCallsAfter, calls.winner));
-      if (agreed.empty()) agreed = calls.winner;
-      CHECK(calls.winner == agreed);
+      const std::string winner = calls.rounds.back().outcome.substr(11);
+      CHECK((winner == pick || winner == runner_up));
+      CHECK(calls.later.size() >= 5);
+      CHECK(calls.later == std::vector<std::string>(calls.later.size(), winner));
+      if (agreed_winner.empty()) {
+        agreed_winner = winner;
+        agreed_rounds = calls.rounds.size();
+      }
+      CHECK(winner == agreed_winner);
+      CHECK(calls.rounds.size() == agreed_rounds);
     }
   }
   REQUIRE(system(("rm -rf '" + dir + "'").c_str()) == 0);
