@@ -16,11 +16,12 @@ int AlgorithmTrials::CandidateOf(const Trial& trial, int call) {
 
 AlgorithmTrials::Plan AlgorithmTrials::Next(const CollectiveArgs& args, int nranks,
                                             const Ranking& ranking) {
-  const bool near_tie = options_.enabled && nranks > 1 && ranking.runner_up != nullptr &&
+  const bool tried = options_.enabled && nranks >= std::max(options_.min_ranks, 2) &&
+                        ranking.runner_up != nullptr &&
                         ranking.runner_up_cost <= ranking.best_cost * (1 + options_.margin) &&
                         args.MessageBytes(nranks) <= options_.max_bytes &&
                         options_.first_block_calls >= 2;
-  if (!near_tie) return Plan{ranking.best, nullptr};
+  if (!tried) return Plan{ranking.best, nullptr};
   auto found = trials_.find(KeyOf(args));
   if (found == trials_.end()) {
     if (trials_.size() >= options_.max_keys) return Plan{ranking.best, nullptr};

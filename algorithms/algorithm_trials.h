@@ -1,13 +1,23 @@
-// Timed trials that settle the cost model's near-ties on the job's own calls.
+// Timed trials that settle the cost model's ties on the job's own calls.
 //
 // Why: the model prices some pairs of algorithms alike, or nearly, and which one is faster then
 // depends on the state of the machine rather than on anything the model knows. Where ranks take
 // turns on the cores, the chain and the binomial broadcast do the same total work; on the
 // development VM the 4-rank broadcast at 8 KiB was the chain's on the evening of 2026-11-23
 // (0.72-0.78 against 0.91-1.02 us) and the binomial tree's the next morning (1.29-1.36 against
-// 1.44-1.76 us), so no fixed pick is right in both states. Where the runner-up is predicted within
-// `margin` of the pick, the calls of that exact call (collective, count, datatype, op, root) run
-// both algorithms until the job's own timings say which is faster.
+// 1.44-1.76 us), so no fixed pick is right in both states. Where the model ties two algorithms
+// (by default exactly: the same predicted time; `margin` widens it), the calls of that exact call
+// (collective, count, datatype, op, root) run both until the job's own timings say which is
+// faster.
+//
+// Only exact ties, from 3 ranks, up to 512 KiB, by default: a trial runs the slower algorithm on
+// half of its calls, and its timing costs ~70 ns a call, which sub-microsecond calls feel. With a
+// 25% margin the trials also took in the gather and scatter, whose direct algorithm the model
+// already picks right, and the 8-byte reduce at 4 ranks timed 0.6 against 0.2 us while trials
+// ran. With two ranks the model's exact ties are the same messages (one send, or one exchange:
+// the chain and the binomial broadcast or reduce, rd and the direct allreduce), so a trial
+// compares code paths within noise; the 2-rank reduce at 8 KiB settled on the slower one
+// (select_check 2026-11-24 05:47, 1.15 by the pairs).
 //
 // A trial is a sequence of rounds. A round is four blocks of K calls: pick, runner-up, runner-up,
 // pick (the mirrored order cancels a steady drift of the machine). Each rank times every call
@@ -47,12 +57,15 @@ namespace braid::algorithms {
 struct TrialOptions {
   // BRAID_TUNE=0 turns trials off: every call runs the model's pick.
   bool enabled = true;
-  // A trial runs where the runner-up's predicted time is at most (1 + margin) x the pick's.
-  double margin = 0.25;
+  // A trial runs where the runner-up's predicted time is at most (1 + margin) x the pick's: by
+  // default where the model ties them (to rounding, as the selector's own tie-break).
+  double margin = 1e-9;
+  // Only for jobs of at least this many ranks (see above for 2).
+  int min_ranks = 3;
   // Only for calls up to this many bytes (CollectiveArgs::MessageBytes): above it a call takes
   // long enough that a round of the slower algorithm costs the job noticeably, and the bandwidth
   // terms that decide there are the model's firmer ones.
-  size_t max_bytes = 1 << 20;
+  size_t max_bytes = 512 << 10;
   // Calls per block in the first round (>= 2: the first call of a block is not timed), the factor
   // between rounds, and the largest block.
   int first_block_calls = 16;
@@ -85,7 +98,7 @@ class AlgorithmTrials {
     Trial* trial = nullptr;
   };
   // What runs `args`, given the model's ranking: the settled winner, a trial's algorithm, or the
-  // model's pick where the call is no near-tie (or no more keys may be tried).
+  // model's pick where the call is not tried (no tie, or no more keys may be tried).
   Plan Next(const CollectiveArgs& args, int nranks, const Ranking& ranking);
   // Next for a key whose trial the caller already holds (no lookup).
   Plan Continue(Trial* trial) const;

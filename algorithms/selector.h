@@ -69,7 +69,7 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
                                          const AlgorithmPolicy& policy, const LinkModel& link);
 
 // SelectAlgorithm for one communicator, remembering the last answer per collective, with the
-// model's near-ties settled by timed trials (algorithms/algorithm_trials.h).
+// model's ties settled by timed trials (algorithms/algorithm_trials.h).
 //
 // Why the memory: the choice depends only on the arguments that reach the cost model (count,
 // type, op, root; never the buffers), on the policy, rank count and link model, which are fixed
@@ -84,7 +84,7 @@ class CachedSelector {
  public:
   CachedSelector(int nranks, AlgorithmPolicy policy, LinkModel link, TrialOptions trials = {})
       : nranks_(nranks), policy_(std::move(policy)), link_(link), trials_(trials) {}
-  // What runs `args`: the model's pick, or where it is a near-tie, a trial call (plan.trial set:
+  // What runs `args`: the model's pick, or where it is a tie, a trial call (plan.trial set:
   // hand the call's time to RecordTrial) or the trial's winner. Errors are returned, not
   // remembered.
   Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);

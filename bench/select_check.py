@@ -23,9 +23,9 @@ while six back-to-back pairs of them ranged 0.58-1.07 with median 0.99. The firs
 (first_ratio) and the paired median (paired_median_ratio) are kept in the output beside the
 confirmed one. The selector's pick per size comes from one extra short run at BRAID_DEBUG=INFO
 (the communicator logs "...: algorithm NAME" for every collective), which also checks the data
-(-c 1): a wrong element anywhere fails the script. Where the cost model has a near-tie the
+(-c 1): a wrong element anywhere fails the script. Where the cost model has a tie the
 communicator times both algorithms on the calls of that size until it can tell them apart
-(algorithms/algorithm_trials.h), so sweeps below 1 MiB get one more run, long enough for the
+(algorithms/algorithm_trials.h), so sweeps that start at or below 512 KiB get one more run, long enough for the
 longest trial, logging only the trials' verdicts (BRAID_DEBUG_SUBSYS=TUNING): there the pick is
 the algorithm the trial settled on, the choice of that run's machine state, measured minutes from
 the forced runs it is judged against.
@@ -69,9 +69,10 @@ KINDS = {
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+\S+\s+\S+\s+(\S+)")
 PICK = re.compile(r"(\w+) #\d+ count (\d+) (\w+) .* on (\d+) ranks: algorithm (\w+)( \(trial\))?")
 VERDICT = re.compile(r"(\w+) count (\d+) (\w+) .* on (\d+) ranks: trial of .*: settled on (\w+)")
-# The communicator's trials (algorithms/algorithm_trials.h) of near-ties up to 1 MiB: rounds of
-# 4 blocks, 16 calls per block growing 4x per round up to 4096; the longest trial is 21824 calls.
-TRIAL_MAX_BYTES = 1 << 20
+# The communicator's trials (algorithms/algorithm_trials.h) of the model's ties up to 512 KiB:
+# rounds of 4 blocks, 16 calls per block growing 4x per round up to 4096; the longest trial is
+# 21824 calls.
+TRIAL_MAX_BYTES = 512 << 10
 TRIAL_LONGEST_CALLS = 4 * (16 + 64 + 256 + 1024 + 4096)
 RANK_PREFIX = re.compile(r"^\[\d+\] ")
 TYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4,

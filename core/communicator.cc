@@ -22,18 +22,21 @@
 namespace braid {
 namespace {
 
-// The cost model of the slowest transport the job needs (the last in priority order that links
-// rank 0 with some rank), so that every rank derives the same model from the same peer table and
-// therefore selects the same algorithm for every collective; with shared memory's step latency
-// for hosts that run no more ranks than they have CPUs, or for ranks that take turns on them.
 // BRAID_TUNE as the selector's trial options.
 algorithms::TrialOptions TrialsOf(const Config& config) {
   algorithms::TrialOptions trials;
   trials.enabled = config.tune > 0;
-  if (config.tune == 2) trials.margin = std::numeric_limits<double>::infinity();
+  if (config.tune == 2) {
+    trials.margin = std::numeric_limits<double>::infinity();
+    trials.min_ranks = 2;
+  }
   return trials;
 }
 
+// The cost model of the slowest transport the job needs (the last in priority order that links
+// rank 0 with some rank), so that every rank derives the same model from the same peer table and
+// therefore selects the same algorithm for every collective; with shared memory's step latency
+// for hosts that run no more ranks than they have CPUs, or for ranks that take turns on them.
 algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& peers,
                                    const std::vector<std::unique_ptr<transport::Transport>>& transports) {
   int slowest = -1;

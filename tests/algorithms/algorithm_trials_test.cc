@@ -33,6 +33,7 @@ TrialOptions Blocks(int calls, int max_calls = 4096, double target_us = 0) {
   options.first_block_calls = calls;
   options.max_block_calls = max_calls;
   options.target_block_us = target_us;
+  options.min_ranks = 2;  // the rounds and verdicts below are the same at any rank count
   return options;
 }
 
@@ -54,31 +55,44 @@ std::array<double, 2> RunRound(AlgorithmTrials& trials, const CollectiveArgs& ar
 
 }  // namespace
 
-TEST_CASE("only near-ties of more than one rank, up to the byte limit, are tried", "[trials]") {
+TEST_CASE("by default only exact ties of 3 or more ranks, up to 512 KiB, are tried", "[trials]") {
   const CollectiveArgs args = Broadcast(256);  // 1 KiB of float32
-  SECTION("runner-up within the margin: a trial call") {
+  SECTION("an exact tie: a trial call") {
     AlgorithmTrials trials(Blocks(2));
-    CHECK(trials.Next(args, 4, Ranked(10, 12.5)).trial != nullptr);
+    CHECK(trials.Next(args, 3, Ranked(10, 10)).trial != nullptr);
   }
-  SECTION("runner-up beyond the margin: the pick, untimed") {
+  SECTION("1% apart: the pick, untimed; with a 25% margin, a trial") {
     AlgorithmTrials trials(Blocks(2));
-    const AlgorithmTrials::Plan plan = trials.Next(args, 4, Ranked(10, 12.6));
+    const AlgorithmTrials::Plan plan = trials.Next(args, 4, Ranked(10, 10.1));
     CHECK(plan.trial == nullptr);
     CHECK(plan.algorithm == &kPick);
+    TrialOptions wide = Blocks(2);
+    wide.margin = 0.25;
+    AlgorithmTrials wider(wide);
+    CHECK(wider.Next(args, 4, Ranked(10, 12.5)).trial != nullptr);
+    CHECK(wider.Next(Broadcast(512), 4, Ranked(10, 12.6)).trial == nullptr);
+  }
+  SECTION("two ranks: untimed unless min_ranks allows them (BRAID_TUNE=2)") {
+    AlgorithmTrials trials{TrialOptions()};
+    CHECK(trials.Next(args, 2, Ranked(10, 10)).trial == nullptr);
+    TrialOptions options;
+    options.min_ranks = 2;
+    AlgorithmTrials two(options);
+    CHECK(two.Next(args, 2, Ranked(10, 10)).trial != nullptr);
+    CHECK(two.Next(Broadcast(512), 1, Ranked(0, 0)).trial == nullptr);  // never one rank
   }
   SECTION("no runner-up") {
     AlgorithmTrials trials(Blocks(2));
     CHECK(trials.Next(args, 4, Ranking{&kPick, 10, nullptr, 0}).trial == nullptr);
   }
-  SECTION("one rank") {
+  SECTION("512 KiB is tried, a byte more is not") {
     AlgorithmTrials trials(Blocks(2));
-    CHECK(trials.Next(args, 1, Ranked(0, 0)).trial == nullptr);
-  }
-  SECTION("above max_bytes") {
-    TrialOptions options = Blocks(2);
-    options.max_bytes = 1023;
-    AlgorithmTrials trials(options);
-    CHECK(trials.Next(args, 4, Ranked(10, 10)).trial == nullptr);
+    CollectiveArgs bytes = args;
+    bytes.type = DataType::kUint8;
+    bytes.count = 512 << 10;
+    CHECK(trials.Next(bytes, 4, Ranked(10, 10)).trial != nullptr);
+    bytes.count += 1;
+    CHECK(trials.Next(bytes, 4, Ranked(10, 10)).trial == nullptr);
   }
   SECTION("turned off (BRAID_TUNE=0)") {
     TrialOptions options = Blocks(2);
@@ -107,7 +121,7 @@ TEST_CASE("a round runs pick, runner-up, runner-up, pick and totals all but each
   for (int call = 0; call < 12; ++call) {
     CAPTURE(call);
     REQUIRE_FALSE(totals.has_value());
-    const AlgorithmTrials::Plan plan = trials.Next(args, 3, Ranked(10, 11));
+    const AlgorithmTrials::Plan plan = trials.Next(args, 3, Ranked(10, 10));
     REQUIRE(plan.trial != nullptr);
     ran.push_back(plan.algorithm);
     totals = trials.Record(plan.trial, (plan.algorithm == &kPick ? 5.0 : 3.0) +

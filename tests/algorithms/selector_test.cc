@@ -546,7 +546,7 @@ TEST_CASE("the cached selector answers what the selector would, call after call"
 
 TEST_CASE("the cached selector runs a near-tie's trial, then serves its winner", "[selector]") {
   // Broadcast with ranks sharing cores: the chain ("ring") and the binomial tree do the same
-  // total work, so the model prices them alike at every size.
+  // total work, so the model ties them at every size.
   const LinkModel link = DefaultLinkModel("shm");
   CollectiveArgs args;
   args.kind = Collective::kBroadcast;
@@ -554,7 +554,7 @@ TEST_CASE("the cached selector runs a near-tie's trial, then serves its winner",
   Result<Ranking> ranking = RankAlgorithms(args, 4, AlgorithmPolicy(), link);
   REQUIRE(ranking.ok());
   REQUIRE(ranking.value().runner_up != nullptr);
-  REQUIRE(ranking.value().runner_up_cost <= ranking.value().best_cost * 1.25);
+  REQUIRE(ranking.value().runner_up_cost <= ranking.value().best_cost * (1 + 1e-9));
 
   TrialOptions options;
   options.first_block_calls = 3;
