@@ -17,10 +17,10 @@ int AlgorithmTrials::CandidateOf(const Trial& trial, int call) {
 AlgorithmTrials::Plan AlgorithmTrials::Next(const CollectiveArgs& args, int nranks,
                                             const Ranking& ranking) {
   const bool tried = options_.enabled && nranks >= std::max(options_.min_ranks, 2) &&
-                        ranking.runner_up != nullptr &&
-                        ranking.runner_up_cost <= ranking.best_cost * (1 + options_.margin) &&
-                        args.MessageBytes(nranks) <= options_.max_bytes &&
-                        options_.first_block_calls >= 2;
+                     ranking.runner_up != nullptr &&
+                     ranking.runner_up_cost <= ranking.best_cost * (1 + options_.margin) &&
+                     args.MessageBytes(nranks) <= options_.max_bytes &&
+                     options_.first_block_calls >= 2;
   if (!tried) return Plan{ranking.best, nullptr};
   auto found = trials_.find(KeyOf(args));
   if (found == trials_.end()) {

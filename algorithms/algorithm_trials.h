@@ -1,7 +1,7 @@
 // Timed trials that settle the cost model's ties on the job's own calls.
 //
-// Why: the model prices some pairs of algorithms alike, or nearly, and which one is faster then
-// depends on the state of the machine rather than on anything the model knows. Where ranks take
+// Why: the model prices some pairs of algorithms alike, and which one is faster then depends on
+// the state of the machine rather than on anything the model knows. Where ranks take
 // turns on the cores, the chain and the binomial broadcast do the same total work; on the
 // development VM the 4-rank broadcast at 8 KiB was the chain's on the evening of 2026-11-23
 // (0.72-0.78 against 0.91-1.02 us) and the binomial tree's the next morning (1.29-1.36 against
