@@ -356,6 +356,18 @@ Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) 
   return status;
 }
 
+Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const char* algorithm,
+                                 uint64_t sequence, const char* op) {
+  const algorithms::Algorithm* chosen = algorithms::FindAlgorithm(args.kind, algorithm);
+  if (chosen == nullptr) {
+    return Status::Internal(std::string(op) + " needs the " + algorithm + " " +
+                            algorithms::CollectiveName(args.kind));
+  }
+  return RunOperation(sequence, op, [&](const algorithms::CollectiveContext& ctx) {
+    return chosen->run(ctx, args);
+  });
+}
+
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<std::mutex> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
@@ -399,14 +411,9 @@ Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args,
   sum.count = summed.size();
   sum.type = DataType::kFloat64;
   sum.op = ReduceOp::kSum;
-  const algorithms::Algorithm* rd = algorithms::FindAlgorithm(algorithms::Collective::kAllReduce, "rd");
-  if (rd == nullptr) return Status::Internal("algorithm trials need the rd allreduce");
   // Its own tag space (bit 38 of the sequence), apart from the collective and BRAID_CHECK's.
   constexpr uint64_t kTrialSequenceBit = uint64_t{1} << 38;
-  BRAID_RETURN_IF_ERROR(RunOperation(sequence | kTrialSequenceBit, "algorithm trial",
-                                     [&](const algorithms::CollectiveContext& ctx) {
-                                       return rd->run(ctx, sum);
-                                     }));
+  BRAID_RETURN_IF_ERROR(RunInternal(sum, "rd", sequence | kTrialSequenceBit, "algorithm trial"));
   const algorithms::AlgorithmTrials::Verdict verdict = selector_.ConcludeTrial(trial, summed);
   BRAID_LOG_TO(kInfo, kTuning, rank_)
       << algorithms::CollectiveName(args.kind) << " count " << args.count << " "
@@ -459,14 +466,9 @@ Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, 
   exchange.recvbuf = all.data();
   exchange.count = sizeof(CallDescription);
   exchange.type = DataType::kUint8;
-  const algorithms::Algorithm* ring = algorithms::FindAlgorithm(algorithms::Collective::kAllGather, "ring");
-  if (ring == nullptr) return Status::Internal("BRAID_CHECK needs the ring allgather");
   // Its own tag space (bit 39 of the sequence), so the check never collides with the collective.
   constexpr uint64_t kCheckSequenceBit = uint64_t{1} << 39;
-  BRAID_RETURN_IF_ERROR(RunOperation(sequence | kCheckSequenceBit, "argument check",
-                                     [&](const algorithms::CollectiveContext& ctx) {
-                                       return ring->run(ctx, exchange);
-                                     }));
+  BRAID_RETURN_IF_ERROR(RunInternal(exchange, "ring", sequence | kCheckSequenceBit, "argument check"));
   for (int r = 0; r < size_; ++r) {
     if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0) {
       return Status::InvalidUsage(

@@ -123,6 +123,11 @@ class Communicator {
   static constexpr uint64_t kPointToPointSequence = ~uint64_t{0};
   template <typename Body>
   Status RunOperation(uint64_t sequence, const char* op, Body body);
+  // Runs `args` with the registered `algorithm`, outside the selector, as operation `sequence`
+  // (a collective's number with a tag-space bit set, so that its messages never match the
+  // collective's): BRAID_CHECK's argument exchange and a trial's sum.
+  Status RunInternal(const algorithms::CollectiveArgs& args, const char* algorithm,
+                     uint64_t sequence, const char* op);
   // For an error that breaks the communicator: adds what the store knows (where the other ranks
   // are, after a timeout; why a peer dropped its links, after a lost connection) and publishes
   // this rank's own reason for its peers.
