@@ -109,7 +109,8 @@ class AlgorithmTrials {
 
   struct Verdict {
     const Algorithm* winner = nullptr;  // null: another round follows
-    std::array<double, 2> mean_us{};    // the pick's and the runner-up's mean call, summed over ranks
+    // The pick's and the runner-up's mean call, summed over the ranks.
+    std::array<double, 2> mean_us{};
     int block_calls = 0;                // K of the round that ended
     int next_block_calls = 0;           // K of the next round, if there is one
   };

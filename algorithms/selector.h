@@ -89,7 +89,8 @@ class CachedSelector {
   // remembered.
   Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);
   // AlgorithmTrials::Record and Conclude.
-  std::optional<std::array<double, 2>> RecordTrial(AlgorithmTrials::Trial* trial, double elapsed_us) {
+  std::optional<std::array<double, 2>> RecordTrial(AlgorithmTrials::Trial* trial,
+                                                   double elapsed_us) {
     return trials_.Record(trial, elapsed_us);
   }
   AlgorithmTrials::Verdict ConcludeTrial(AlgorithmTrials::Trial* trial,

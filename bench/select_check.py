@@ -25,10 +25,10 @@ confirmed one. The selector's pick per size comes from one extra short run at BR
 (the communicator logs "...: algorithm NAME" for every collective), which also checks the data
 (-c 1): a wrong element anywhere fails the script. Where the cost model has a tie the
 communicator times both algorithms on the calls of that size until it can tell them apart
-(algorithms/algorithm_trials.h), so sweeps that start at or below 512 KiB get one more run, long enough for the
-longest trial, logging only the trials' verdicts (BRAID_DEBUG_SUBSYS=TUNING): there the pick is
-the algorithm the trial settled on, the choice of that run's machine state, measured minutes from
-the forced runs it is judged against.
+(algorithms/algorithm_trials.h), so sweeps that start at or below 512 KiB get one more run, long
+enough for the longest trial, logging only the trials' verdicts (BRAID_DEBUG_SUBSYS=TUNING):
+there the pick is the algorithm the trial settled on, the choice of that run's machine state,
+measured minutes from the forced runs it is judged against.
 
 Ranks start under braidrun (-n N) when it is given/found, else the script launches them itself
 with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (the perf programs call braidCommInitEnv).

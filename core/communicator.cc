@@ -393,7 +393,8 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   });
   progress_.Leave();
   if (!status.ok() || trial == nullptr) return status;
-  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::micro> elapsed =
+      std::chrono::steady_clock::now() - start;
   return FinishTrialCall(args, trial, sequence, elapsed.count());
 }
 
@@ -468,7 +469,8 @@ Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, 
   exchange.type = DataType::kUint8;
   // Its own tag space (bit 39 of the sequence), so the check never collides with the collective.
   constexpr uint64_t kCheckSequenceBit = uint64_t{1} << 39;
-  BRAID_RETURN_IF_ERROR(RunInternal(exchange, "ring", sequence | kCheckSequenceBit, "argument check"));
+  BRAID_RETURN_IF_ERROR(
+      RunInternal(exchange, "ring", sequence | kCheckSequenceBit, "argument check"));
   for (int r = 0; r < size_; ++r) {
     if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0) {
       return Status::InvalidUsage(

@@ -110,7 +110,7 @@ TEST_CASE("by default only exact ties of 3 or more ranks, up to 512 KiB, are tri
   }
 }
 
-TEST_CASE("a round runs pick, runner-up, runner-up, pick and totals all but each block's first call",
+TEST_CASE("a round runs pick, runner-up, runner-up, pick; totals skip each block's first call",
           "[trials]") {
   AlgorithmTrials trials(Blocks(3));
   const CollectiveArgs args = Broadcast(256);

@@ -40,7 +40,9 @@ int LongestTrial() {
 const int kCalls = LongestTrial() + 5;  // at least 5 calls after every verdict
 
 // Rank r's input element i in call c: small integers, so sums are exact in every type used.
-int64_t Input(int rank, int call, size_t i) { return (rank + 1) * (call % 7 + 1) + static_cast<int64_t>(i % 100); }
+int64_t Input(int rank, int call, size_t i) {
+  return (rank + 1) * (call % 7 + 1) + static_cast<int64_t>(i % 100);
+}
 int64_t SumOfInputs(int call, size_t i) {
   int64_t sum = 0;
   for (int r = 0; r < kRanks; ++r) sum += Input(r, call, i);
@@ -53,7 +55,8 @@ std::string LogDirectory() {
 }
 
 template <typename T>
-std::string Mismatch(const char* what, int call, const std::vector<T>& got, int64_t (*want)(int, size_t)) {
+std::string Mismatch(const char* what, int call, const std::vector<T>& got,
+                     int64_t (*want)(int, size_t)) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (static_cast<int64_t>(got[i]) != want(call, i)) {
       return std::string(what) + " call " + std::to_string(call) + " element " +
@@ -98,7 +101,9 @@ std::string TrialRank(int rank, int size, const braidUniqueId& id, const std::st
       break;
     }
     failure = Mismatch("broadcast", call, broadcast, RootInput);
-    if (failure.empty() && rank == kReduceRoot) failure = Mismatch("reduce", call, reduce_out, SumOfInputs);
+    if (failure.empty() && rank == kReduceRoot) {
+      failure = Mismatch("reduce", call, reduce_out, SumOfInputs);
+    }
     if (failure.empty()) failure = Mismatch("allreduce", call, allreduce_out, SumOfInputs);
   }
   braidCommDestroy(comm);
@@ -135,9 +140,11 @@ struct Calls {
 Calls CallsOf(const std::string& log, const std::string& collective) {
   Calls calls;
   // " reduce ..." and not "allreduce": the collective's name follows the level.
-  const std::regex call("INFO " + collective + R"( #\d+ count \d+ .* ranks: algorithm (\w+)( \(trial\))?)");
+  const std::regex call("INFO " + collective +
+                        R"( #\d+ count \d+ .* ranks: algorithm (\w+)( \(trial\))?)");
   const std::regex round("INFO " + collective +
-                         R"( count .* ranks: trial of \w+ against \w+, blocks of (\d+) calls, .* us: (.*)$)");
+                         R"( count .* ranks: trial of \w+ against \w+, )"
+                         R"(blocks of (\d+) calls, .* us: (.*)$)");
   std::istringstream lines(log);
   std::string line;
   std::smatch m;
@@ -159,8 +166,8 @@ TEST_CASE("trials: every call is right, every rank runs the same rounds and sett
   REQUIRE(system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
   braidUniqueId id;
   REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  const auto results =
-      RunProcesses(kRanks, [&](int rank, int size) { return TrialRank(rank, size, id, dir); }, 300000);
+  const auto results = RunProcesses(
+      kRanks, [&](int rank, int size) { return TrialRank(rank, size, id, dir); }, 300000);
   INFO(Failures(results));
   REQUIRE(Failures(results).empty());
 
