@@ -32,7 +32,10 @@
 // a peer). Per-call medians skipped the slow mode and picked the binomial reduce at 4 ranks where
 // the chain was 1.2-1.5x faster; blocks of 16 sub-microsecond calls (a few microseconds, well
 // under a scheduler time slice) picked the binomial broadcast at 8 B in 6 runs of 6 where the
-// chain was 1.6x faster, and blocks of 2 ms did not (select_check and probes, 2026-11-24). The
+// chain was 1.6x faster, and blocks of 2 ms did not. Over TCP, where a call waits on another
+// process's socket, 2 ms blocks settled the 4-rank 128-byte reduce on the chain in 1 run of 3
+// while the binomial tree was 2x faster; blocks of 10 ms (4096 calls) settled it on the tree in
+// 3 of 3 (select_check and probes, 2026-11-24). The
 // calls' own durations, not the wall time of a block, so that the work between calls (a training
 // step) does not enter the comparison.
 //
@@ -72,7 +75,7 @@ struct TrialOptions {
   int growth = 4;
   int max_block_calls = 4096;
   // A round decides once its blocks took this long on average per rank (timed calls only).
-  double target_block_us = 2000;
+  double target_block_us = 10000;
   // At most this many keys are tried per communicator; later keys keep the model's pick, so a
   // job with endlessly varying counts neither grows the table nor keeps paying for trials.
   size_t max_keys = 256;
