@@ -68,17 +68,20 @@ Status RingAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* re
     span.offset += offset(seg);
     return span;
   };
-  prims.Send(in, slice(rank, 0));
   for (size_t s = 0; s < slices && prims.ok(); ++s) {
+    if (n > 2 || s == 0) prims.Send(in, slice(rank, s));
     for (int k = 1; k < n - 1; ++k) prims.RecvReduceSend(in, slice(rank - k, s));
     prims.RecvReduceCopySend(out, in, slice(rank + 1, s));
     for (int k = 1; k < n - 1; ++k) prims.RecvCopySend(out, slice(rank + 1 - k, s));
-    // The next slice's first send goes before this slice's last receive: moves run in call
-    // order, so after it the send would wait for the whole slice's round trip (at 2 ranks the
-    // slices then went one at a time, and the ring lost to the tree over TCP at 1-4 MiB). It
-    // moves no message across another on either link (a Recv sends nothing), and it reads only
-    // this rank's input, which the Recv does not write.
-    if (s + 1 < slices) prims.Send(in, slice(rank, s + 1));
+    // At 2 ranks the next slice's send goes before this slice's last receive. Moves run in call
+    // order, and there the last receive is the peer's answer to this slice, so after it the send
+    // waited for the slice's whole round trip and the slices went one at a time (the ring lost
+    // to the tree over TCP at 1-4 MiB). It moves no message across another (a Recv sends
+    // nothing), and it reads only this rank's input, which the Recv does not write. With more
+    // ranks the ring already keeps every link busy, and over TCP on 2 shared cores the early send
+    // made 4 ranks fall into a slow state (0.5-0.9 against 1.2 GB/s) in 3-4 launches of 8
+    // instead of 1 (docs/PERFORMANCE.md).
+    if (n == 2 && s + 1 < slices) prims.Send(in, slice(rank, s + 1));
     prims.Recv(out, slice(rank + 2, s));
   }
   return prims.Finish();
