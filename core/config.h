@@ -25,9 +25,9 @@ struct Config {
   std::string transports;
   // BRAID_ALGO: algorithm constraints, e.g. "allreduce:tree;broadcast:ring" (algorithms/selector.h).
   std::string algo;
-  // BRAID_TUNE: 1 (the default) settles the cost model's near-ties by timing both algorithms on
-  // the first calls of each (algorithms/algorithm_trials.h); 2 does so for every call with two
-  // allowed algorithms, near-tie or not; 0 runs the model's pick everywhere.
+  // BRAID_TUNE: 1 (the default) settles the cost model's ties by timing both algorithms on the
+  // job's own calls (algorithms/algorithm_trials.h); 2 does so for every call with two allowed
+  // algorithms, tie or not, from 2 ranks; 0 runs the model's pick everywhere.
   int tune = 1;
   // BRAID_CHECK=1: before each collective, ranks compare op, datatype, count and root, so a
   // mismatch is reported (naming the rank and both descriptions) instead of hanging or mixing data.
