@@ -16,7 +16,8 @@ only the picked and the best algorithm, alternating, at that one size. One proce
 launches of the same binary), so a miss seen in three runs may be placement, not the choice; a
 real miss stays a miss with more samples of both. The size then misses only if two estimates
 agree: the minimum over every run, and the median of the confirmation rounds' paired ratios
-(pick over best, the two launched back to back). Why both: a minimum over a dozen launches is
+(pick over best, the two launched back to back), each run timing enough calls to last about
+20 ms (--confirm-window-ms): the sweeps' own windows are 0.2-2 ms, about one time slice. Why both: a minimum over a dozen launches is
 itself noisy where two algorithms tie. On 2026-11-24 the chain and the binomial broadcast, the
 same single message at 2 ranks, came out 34.7 against 30.1 µs (1.15) at 512 KiB by the minimum,
 while six back-to-back pairs of them ranged 0.58-1.07 with median 0.99. The first-pass ratio
@@ -242,6 +243,26 @@ def single_size_args(sweep, size):
     return picked
 
 
+def with_window(sweep_args, call_us, window_us, max_iters):
+    """`sweep_args` with enough iterations (-n) that one timed window lasts about `window_us`
+    at `call_us` per call, never fewer than the sweep's own and never more than `max_iters`.
+
+    Why: the default sweeps time 10 calls per large size and 1000 per small one, windows of
+    0.2-2 ms, about one scheduler time slice; a confirmation decides a miss, so its windows must
+    hold many slices. On 2026-11-24 the chain and the binomial broadcast, one message either way
+    at 2 ranks, came out 139.7 against 119.2 µs at 2 MiB with paired median 1.16 over 1.3 ms
+    windows, while four back-to-back pairs of 300-call windows gave 124-148 against 124-141."""
+    args = list(sweep_args)
+    current = int(args[args.index("-n") + 1]) if "-n" in args else 20
+    wanted = int(window_us / call_us) + 1 if call_us > 0 else current
+    iters = max(current, min(max_iters, wanted))
+    if "-n" in args:
+        args[args.index("-n") + 1] = str(iters)
+    else:
+        args += ["-n", str(iters)]
+    return args
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo_root = os.path.dirname(here)
@@ -261,6 +282,10 @@ def main():
     ap.add_argument("--confirm", type=int, default=6,
                     help="extra alternating runs of the pick and the best at a size outside the "
                          "tolerance (0: judge the first pass only)")
+    ap.add_argument("--confirm-window-ms", type=float, default=20,
+                    help="each confirmation run times enough calls to last about this long "
+                         "(at the best forced time; at most --confirm-max-iters calls)")
+    ap.add_argument("--confirm-max-iters", type=int, default=100000)
     ap.add_argument("--tolerance", type=float, default=0.10)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--pin", action="store_true",
@@ -355,10 +380,13 @@ def main():
                     if ratio <= 1.0 + args.tolerance:
                         continue
                     first_ratio[size] = ratio
+                    one_size = with_window(single_size_args(sweep_for(sweeps, size), size),
+                                           forced[best_name], args.confirm_window_ms * 1e3,
+                                           args.confirm_max_iters)
                     print(f"# {collective} n={nranks} {size} B: {pick} {forced[pick]:.1f} vs "
                           f"{best_name} {forced[best_name]:.1f} µs, confirming with "
-                          f"{args.confirm} more runs of each", file=sys.stderr)
-                    one_size = single_size_args(sweep_for(sweeps, size), size)
+                          f"{args.confirm} more runs of each, "
+                          f"{one_size[one_size.index('-n') + 1]} calls per run", file=sys.stderr)
                     pair = [(pick, f"{collective}:{pick}"), (best_name, f"{collective}:{best_name}")]
                     ratios = []
                     for rep in range(args.confirm):
@@ -421,6 +449,7 @@ def main():
             json.dump({"command": " ".join(sys.argv), "perf_args": args.perf_args, "pin": args.pin,
                        "env": args.extra_env,
                        "repeat": args.repeat, "confirm": args.confirm,
+                       "confirm_window_ms": args.confirm_window_ms,
                        "tolerance": args.tolerance,
                        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": results}, f, indent=1)
     if args.csv:

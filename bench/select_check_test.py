@@ -87,6 +87,21 @@ class SelectCheckTest(unittest.TestCase):
         self.assertEqual(one[one.index("-e") + 1], str(8 << 20))
         self.assertEqual(one[one.index("-n") + 1], "10")  # the sweep's iteration count stays
 
+    def test_confirmation_windows_hold_enough_calls(self):
+        large = LARGE.split()
+        # 100 us calls in a 20 ms window: 201 calls, more than the sweep's 10.
+        longer = select_check.with_window(large, 100.0, 20000.0, 100000)
+        self.assertEqual(longer[longer.index("-n") + 1], "201")
+        self.assertEqual(large[large.index("-n") + 1], "10")  # the sweep itself is untouched
+        # Calls slower than the window keep the sweep's count; tiny ones stop at the cap.
+        slow = select_check.with_window(large, 50000.0, 20000.0, 100000)
+        self.assertEqual(slow[slow.index("-n") + 1], "10")
+        tiny = select_check.with_window(large, 0.1, 20000.0, 5000)
+        self.assertEqual(tiny[tiny.index("-n") + 1], "5000")
+        # A sweep without -n gets one.
+        bare = select_check.with_window(["-b", "8", "-e", "8"], 1.0, 1000.0, 100000)
+        self.assertEqual(bare[bare.index("-n") + 1], "1001")
+
     def test_verdicts_are_read_from_the_tuning_lines(self):
         log = ("[0] vm:1:0 braid INFO broadcast count 2048 float sum root 0 on 4 ranks: trial of "
                "ring against binomial, blocks of 16 calls, mean call summed over the ranks 3.1 "
