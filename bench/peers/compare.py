@@ -18,7 +18,8 @@ R times, and keeps the best and the median of each row:
   mpi-shm    mpirun --mca btl self,vader mpi_perf    (shared memory)
   mpi-tcp    mpirun --mca btl self,tcp mpi_perf
 
-All print nccl-tests' table; the out-of-place columns are compared. busbw is recomputed from
+All print nccl-tests' table; the out-of-place columns are compared, except for broadcast, whose
+in-place columns are (IN_PLACE_COLLS says why). busbw is recomputed from
 the time column with nccl-tests' formulas for every system (a program whose printed busbw
 disagrees is named). Writes, under --out: ratios.md (what stdout shows), raw.csv (every row
 of every run), summary.json (best/median per row, targets, unavailable programs), busbw.png,
@@ -44,6 +45,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SMALL = 64 * 1024  # below: compare times; at or above: compare busbw
+# Collectives compared in place. MPI_Bcast has one buffer, so MPI has no out-of-place broadcast:
+# its out-of-place column times MPI_Bcast on the send buffer, while braid's (and Gloo's) root
+# also copies the whole buffer into its receive buffer. That copy is the root's own work on top of
+# feeding the transport, and it is what limits the call at 2 ranks: braid's 16 MiB broadcast ran
+# 2.1-2.5 ms out of place against 1.0-1.3 ms in place (2026-11-24). In place every library runs
+# the same one-buffer broadcast.
+IN_PLACE_COLLS = ("broadcast",)
 COLLS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
 SYSTEMS = ["braid", "braid-tcp", "gloo", "mpi-shm", "mpi-tcp"]
 PEERS_OF = [("braid", "gloo"), ("braid", "mpi-shm"), ("braid", "mpi-tcp"), ("braid-tcp", "mpi-tcp")]
@@ -234,18 +242,19 @@ def run_procs(cmds, envs, timeout, log_path):
     return rc, out, err_text
 
 
-def parse_table(text):
-    """Out-of-place rows of an nccl-tests table: dicts size,count,time,busbw,wrong."""
+def parse_table(text, in_place=False):
+    """Out-of-place (or in-place) rows of an nccl-tests table: dicts size,count,time,busbw,wrong."""
     rows = []
+    first = 9 if in_place else 5  # the time column of the half read
     for line in text.splitlines():
         line = re.sub(r"^\[\d+\]\s?", "", line)  # braidrun's rank prefix, if any
         f = line.split()
-        if len(f) < 9 or not line.startswith(" ") or not f[0].isdigit():
+        if len(f) < first + 4 or not line.startswith(" ") or not f[0].isdigit():
             continue
         try:
-            rows.append({"size": int(f[0]), "count": int(f[1]), "time": float(f[5]),
-                         "busbw_printed": float(f[7]),
-                         "wrong": None if f[8] == "N/A" else int(float(f[8]))})
+            rows.append({"size": int(f[0]), "count": int(f[1]), "time": float(f[first]),
+                         "busbw_printed": float(f[first + 2]),
+                         "wrong": None if f[first + 3] == "N/A" else int(float(f[first + 3]))})
         except ValueError:
             continue
     return rows
@@ -296,6 +305,10 @@ def variants(systems, a, braid_run, braid_progs, peer_bins):
             return [[braid_run, "-n", str(n), "--no-prefix", braid_progs[coll]] + fl], [env]
         return runner
 
+    def no_inplace(coll):
+        """The peers time only the half that is compared."""
+        return [] if coll in IN_PLACE_COLLS else ["--no-inplace"]
+
     def gloo(algo):
         def runner(coll, n, fl):
             if not os.access(peer_bins["gloo"], os.X_OK):
@@ -303,7 +316,7 @@ def variants(systems, a, braid_run, braid_progs, peer_bins):
             store = tempfile.mkdtemp(prefix="gloo_store.")
             cmds, envs = [], []
             for r in range(n):
-                cmds.append([peer_bins["gloo"], "--coll", coll, "--algo", algo, "--no-inplace"] + fl)
+                cmds.append([peer_bins["gloo"], "--coll", coll, "--algo", algo] + no_inplace(coll) + fl)
                 envs.append(dict(base_env, RANK=str(r), WORLD_SIZE=str(n), GLOO_STORE_DIR=store))
             return cmds, envs
         return runner
@@ -315,7 +328,7 @@ def variants(systems, a, braid_run, braid_progs, peer_bins):
             if not shutil.which("mpirun"):
                 return "no mpirun"
             return [["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), "--mca",
-                     "btl", btl, peer_bins["mpi"], "--coll", coll, "--no-inplace"] + fl], [base_env]
+                     "btl", btl, peer_bins["mpi"], "--coll", coll] + no_inplace(coll) + fl], [base_env]
         return runner
 
     for s in systems:
@@ -393,7 +406,9 @@ def markdown(stats, ranks, colls, systems, sizes_of):
     shown = [s for s in SYSTEMS if s in systems]
     pairs = [(x, y) for x, y in PEERS_OF if x in systems and y in systems]
     for coll in colls:
-        lines.append("### %s, float32%s, out of place" % (coll, " sum" if coll in ("all_reduce", "reduce_scatter") else ""))
+        lines.append("### %s, float32%s, %s" % (
+            coll, " sum" if coll in ("all_reduce", "reduce_scatter") else "",
+            "in place (one buffer, as MPI_Bcast)" if coll in IN_PLACE_COLLS else "out of place"))
         lines.append("")
         lines.append("Values: busbw GB/s (best of R) for sizes >= 64 KiB, time us (best of R) below. "
                      "Ratios: best (median); busbw ratio (higher is better) for >= 64 KiB, "
@@ -639,7 +654,7 @@ def main():
                 if "GLOO_STORE_DIR" in env:
                     shutil.rmtree(env["GLOO_STORE_DIR"], ignore_errors=True)
                     break
-            rows = parse_table(text)
+            rows = parse_table(text, in_place=coll in IN_PLACE_COLLS)
             for row in rows:
                 busbw = nccl_busbw(coll, row["count"], row["time"] * 1e-6, n)
                 if (row["size"] >= SMALL and row["busbw_printed"] > 0.05
