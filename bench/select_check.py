@@ -17,8 +17,8 @@ launches of the same binary), so a miss seen in three runs may be placement, not
 real miss stays a miss with more samples of both. The size then misses only if two estimates
 agree: the minimum over every run, and the median of the confirmation rounds' paired ratios
 (pick over best, the two launched back to back), each run timing enough calls to last about
-20 ms (--confirm-window-ms): the sweeps' own windows are 0.2-2 ms, about one time slice. Why both: a minimum over a dozen launches is
-itself noisy where two algorithms tie. On 2026-11-24 the chain and the binomial broadcast, the
+20 ms (--confirm-window-ms): the sweeps' own windows are 0.2-2 ms, about one time slice.
+Why both: a minimum over a dozen launches is itself noisy where two algorithms tie. On 2026-11-24 the chain and the binomial broadcast, the
 same single message at 2 ranks, came out 34.7 against 30.1 µs (1.15) at 512 KiB by the minimum,
 while six back-to-back pairs of them ranged 0.58-1.07 with median 0.99. The first-pass ratio
 (first_ratio) and the paired median (paired_median_ratio) are kept in the output beside the
@@ -251,7 +251,8 @@ def with_window(sweep_args, call_us, window_us, max_iters):
     0.2-2 ms, about one scheduler time slice; a confirmation decides a miss, so its windows must
     hold many slices. On 2026-11-24 the chain and the binomial broadcast, one message either way
     at 2 ranks, came out 139.7 against 119.2 µs at 2 MiB with paired median 1.16 over 1.3 ms
-    windows, while four back-to-back pairs of 300-call windows gave 124-148 against 124-141."""
+    windows, while four back-to-back pairs of 300-call windows gave the chain 124-142 and the
+    binomial tree 124-148 µs."""
     args = list(sweep_args)
     current = int(args[args.index("-n") + 1]) if "-n" in args else 20
     wanted = int(window_us / call_us) + 1 if call_us > 0 else current
