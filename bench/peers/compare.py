@@ -9,7 +9,8 @@
 
 Builds braid's *_perf programs and braidrun (Bazel, own output base), the peers
 (bench/peers/build.sh: gloo_perf, mpi_perf), then runs every system back to back, interleaved,
-R times, and keeps the best and the median of each row:
+R times, and keeps the best and the median of each row. Each repeat starts the systems in a
+different order (run_order), and every launch waits --settle seconds after the one before:
 
   braid      braidrun -n N bench/*_perf              (braid's default transports)
   braid-tcp  the same with BRAID_TRANSPORTS=tcp
@@ -281,6 +282,21 @@ def sweeps(coll, quick, a):
     if quick:
         return [(1 << 20, 16 << 20, 16, a.iters, 1)]
     return [(1 << 20, 64 << 20, 4, a.iters, 1)]
+
+
+def run_order(vs, rep, repeats):
+    """The variants in the order repeat `rep` (of `repeats`) launches them: rotated so that the R
+    repeats give the first place to R variants spread evenly over the list.
+
+    Why: a program's first timed rows follow the previous program's exit (its processes torn
+    down, its memory freed) and get the least warm-up, and with a fixed order one system would
+    always be that one. Rotated, a system takes that place in at most one repeat in R, and the
+    best of R is decided on the others."""
+    if not vs:
+        return []
+    step = max(1, len(vs) // max(1, repeats))
+    k = (rep * step) % len(vs)
+    return vs[k:] + vs[:k]
 
 
 def flags(b, e, f, n, w):
@@ -583,6 +599,8 @@ def main():
     ap.add_argument("--mid-iters", type=int, default=None, help="-n at 64 KiB..1 MiB (default 100; --quick 50)")
     ap.add_argument("--small-iters", type=int, default=None, help="-n below 64 KiB (default 2000)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per program run")
+    ap.add_argument("--settle", type=float, default=0.25,
+                    help="seconds to wait before each launch, after the previous one exited")
     ap.add_argument("--judge", choices=["best", "median"], default="best",
                     help="which statistic the PASS/FAIL lines use (default best of R)")
     ap.add_argument("--strict", action="store_true", help="exit 1 if any target FAILs")
@@ -636,7 +654,7 @@ def main():
             for sw in sweeps(coll, a.quick, a)]
     for i, (rep, n, coll, (b, e, f, iters, warm)) in enumerate(plan):
         first_gloo = next((l for l, s, _ in vs if s == "gloo"), None)
-        for label, system, runner in vs:
+        for label, system, runner in run_order(vs, rep, a.repeat):
             if system == "gloo" and coll != "all_reduce" and label != first_gloo:
                 continue  # --algo only changes Gloo's allreduce
             key = (label, n, coll, b)
@@ -648,6 +666,7 @@ def main():
                 continue
             cmds, envs = got
             name = "%s_n%d_%s_%s-%s_r%d" % (label.replace(":", "-"), n, coll, human(b), human(e), rep)
+            time.sleep(a.settle)
             load = loadavg()
             rc, text, err = run_procs(cmds, envs, a.timeout, os.path.join(out, "logs", name + ".txt"))
             for env in envs:
