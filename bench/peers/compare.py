@@ -290,8 +290,8 @@ def run_order(vs, rep, repeats):
 
     Why: a program's first timed rows follow the previous program's exit (its processes torn
     down, its memory freed) and get the least warm-up, and with a fixed order one system would
-    always be that one. Rotated, a system takes that place in at most one repeat in R, and the
-    best of R is decided on the others."""
+    always be that one. Rotated, that place moves from system to system, and each system's best
+    of R comes mostly from repeats where another program went first."""
     if not vs:
         return []
     step = max(1, len(vs) // max(1, repeats))
