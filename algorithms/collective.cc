@@ -28,20 +28,4 @@ bool ParseCollective(const char* name, Collective* out) {
   return false;
 }
 
-size_t CollectiveArgs::MessageBytes(int nranks) const {
-  size_t elem = DataTypeSize(type);
-  switch (kind) {
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll:
-    case Collective::kGather:
-    case Collective::kScatter:
-      return count * elem * static_cast<size_t>(nranks);
-    case Collective::kBarrier:
-      return 0;
-    default:
-      return count * elem;
-  }
-}
-
 }  // namespace braid::algorithms

@@ -43,7 +43,21 @@ struct CollectiveArgs {
   int root = 0;  // broadcast, reduce, gather, scatter
 
   // Bytes of one rank's share as nccl-tests counts "size" (allgather: the whole recvbuf).
-  size_t MessageBytes(int nranks) const;
+  size_t MessageBytes(int nranks) const {
+    const size_t bytes = count * DataTypeSize(type);
+    switch (kind) {
+      case Collective::kAllGather:
+      case Collective::kReduceScatter:
+      case Collective::kAllToAll:
+      case Collective::kGather:
+      case Collective::kScatter:
+        return bytes * static_cast<size_t>(nranks);
+      case Collective::kBarrier:
+        return 0;
+      default:
+        return bytes;
+    }
+  }
 };
 
 }  // namespace braid::algorithms

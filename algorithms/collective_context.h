@@ -13,6 +13,20 @@
 
 namespace braid::algorithms {
 
+// How an algorithm reaches a peer: lookup(peer) returns the connection, made on first use by
+// `connect`. Links made before are read from `made` (indexed by rank, null where none yet) with
+// no call: a small collective looks its peer up on every step, and the call through `connect`
+// with its Result was 4% of a 2-rank 8-byte allreduce's instructions.
+struct ConnectionLookup {
+  transport::Connection* const* made = nullptr;
+  FunctionRef<Result<transport::Connection*>(int peer)> connect;
+
+  Result<transport::Connection*> operator()(int peer) const {
+    if (made != nullptr && made[peer] != nullptr) return made[peer];
+    return connect(peer);
+  }
+};
+
 struct CollectiveContext {
   int rank = 0;
   int size = 1;
@@ -23,7 +37,7 @@ struct CollectiveContext {
   size_t chunk_bytes = 512 * 1024;
   Deadline deadline = Deadline::Never();
   // Returns the connection to `peer`, establishing it on first use.
-  FunctionRef<Result<transport::Connection*>(int peer)> connection;
+  ConnectionLookup connection;
   // Returns at least `bytes` of scratch memory owned by the communicator (valid until the next
   // call, never shared between concurrent collectives).
   FunctionRef<void*(size_t bytes)> scratch;

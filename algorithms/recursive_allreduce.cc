@@ -67,7 +67,13 @@ class Exchanger {
   // as message `index`; returns when both completed. Zero-byte halves are skipped.
   Status Exchange(int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                   uint64_t index) {
-    return ExchangeReducing(peer, send, send_bytes, recv, recv_bytes, index, nullptr);
+    BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
+    transport::Connection::Half failed = transport::Connection::Half::kReceive;
+    Status status = connection->SendRecv(send, send_bytes, recv, recv_bytes,
+                                         MessageTag(ctx_.sequence, index), ctx_.deadline, &failed);
+    if (status.ok()) return status;
+    return Fail(status, failed == transport::Connection::Half::kSend ? "sending to" : "receiving from",
+                peer);
   }
 
   // Exchange, but where the connection reduces on receive the message is combined with

@@ -88,6 +88,17 @@ class CachedSelector {
   // hand the call's time to RecordTrial) or the trial's winner. Errors are returned, not
   // remembered.
   Result<AlgorithmTrials::Plan> Select(const CollectiveArgs& args);
+  // The settled algorithm of the last call of this collective if `args` match it (no trial in
+  // progress), else nullptr: then call Select. Why inline: a loop calling one collective with
+  // the same arguments is the common case, and Select's Result cost a fifth of its instructions.
+  const Algorithm* Settled(const CollectiveArgs& args) const {
+    const int kind = static_cast<int>(args.kind);
+    if (kind < 0 || kind >= kNumCollectives) return nullptr;
+    const Choice& last = last_[kind];
+    const bool same = last.valid && last.count == args.count && last.type == args.type &&
+                      last.op == args.op && last.root == args.root;
+    return same && last.trial == nullptr ? last.algorithm : nullptr;
+  }
   // AlgorithmTrials::Record and Conclude.
   std::optional<std::array<double, 2>> RecordTrial(AlgorithmTrials::Trial* trial,
                                                    double elapsed_us) {

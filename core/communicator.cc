@@ -123,7 +123,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   // collective; other links are made when first needed. A child sharing its parent's links skips
   // this: they are the parent's to make, and the pairs it needs are mostly linked already.
   if (comm->size_ > 1 && !shared) {
-    std::lock_guard<std::mutex> lock(comm->op_mutex_);
+    std::lock_guard<LightLock> lock(comm->op_mutex_);
     std::lock_guard<std::mutex> lane(comm->links_->lane());
     for (int peer : {(comm->rank_ + 1) % comm->size_, (comm->rank_ - 1 + comm->size_) % comm->size_}) {
       auto connection = comm->GetConnection(peer, deadline);
@@ -161,19 +161,17 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports()),
                 TrialsOf(config_)),
       open_store_(std::move(options.open_store)) {
+  connections_.assign(static_cast<size_t>(size_), nullptr);
   links_->AddCommunicator();
 }
 
 Communicator::~Communicator() { links_->RemoveCommunicator(); }
 
-std::unique_lock<std::mutex> Communicator::HoldLaneIfShared() {
-  if (!links_->Shared()) return std::unique_lock<std::mutex>();
-  return std::unique_lock<std::mutex>(links_->lane());
-}
-
 // Caller holds op_mutex_, and links_->lane() while the pool is shared.
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
-  return links_->Get(pool_ranks_[peer], deadline);
+  auto connection = links_->Get(pool_ranks_[peer], deadline);
+  if (connection.ok()) connections_[peer] = connection.value();
+  return connection;
 }
 
 void* Communicator::Scratch(size_t bytes) {
@@ -209,7 +207,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   }
   std::string space;
   {
-    std::lock_guard<std::mutex> lock(op_mutex_);
+    std::lock_guard<LightLock> lock(op_mutex_);
     if (broken_.load()) return AsyncError().WithContext(who + ": cannot split a broken communicator");
     if (finalized_) return Status::InvalidUsage(who + ": cannot split a finalized communicator");
     space = "split/" + std::to_string(splits_++);
@@ -275,7 +273,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   // A child that shares this communicator's links is made while no operation of this one is in
   // flight (op_mutex_): from then on the pool is shared and every operation on it takes the lane
   // (LinkPool::AddCommunicator says why the lane is skipped until then).
-  std::unique_lock<std::mutex> no_operation_in_flight(op_mutex_, std::defer_lock);
+  std::unique_lock<LightLock> no_operation_in_flight(op_mutex_, std::defer_lock);
   if (options.shared_links != nullptr) no_operation_in_flight.lock();
   auto child = Create(std::move(options));
   if (no_operation_in_flight.owns_lock()) no_operation_in_flight.unlock();
@@ -287,7 +285,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
 }
 
 Status Communicator::Finalize() {
-  std::lock_guard<std::mutex> lock(op_mutex_);
+  std::lock_guard<LightLock> lock(op_mutex_);
   finalized_ = true;
   return AsyncError();
 }
@@ -343,7 +341,8 @@ Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) 
   const auto connection = [this, deadline](int peer) { return GetConnection(peer, deadline); };
   const auto scratch = [this](size_t bytes) { return Scratch(bytes); };
   const algorithms::CollectiveContext ctx{
-      rank_, size_, sequence, config_.chunk_bytes, deadline, connection, scratch,
+      rank_, size_, sequence, config_.chunk_bytes, deadline, {connections_.data(), connection},
+      scratch,
   };
   Status status = body(ctx);
   // Argument and usage errors are found before anything is sent; anything else may have left
@@ -369,15 +368,20 @@ Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const c
 }
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
+  std::lock_guard<LightLock> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
   // communicator sharing these links slips in between them.
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   BRAID_RETURN_IF_ERROR(CheckUsable());
-  auto plan = selector_.Select(args);
-  if (!plan.ok()) return plan.status().WithContext("rank " + std::to_string(rank_));
-  const algorithms::Algorithm* algorithm = plan.value().algorithm;
-  algorithms::AlgorithmTrials::Trial* const trial = plan.value().trial;
+  // Most calls repeat the previous call's arguments, whose algorithm is settled.
+  const algorithms::Algorithm* algorithm = selector_.Settled(args);
+  algorithms::AlgorithmTrials::Trial* trial = nullptr;
+  if (algorithm == nullptr) {
+    auto plan = selector_.Select(args);
+    if (!plan.ok()) return plan.status().WithContext("rank " + std::to_string(rank_));
+    algorithm = plan.value().algorithm;
+    trial = plan.value().trial;
+  }
   const uint64_t sequence = next_sequence_++;
   BRAID_LOG_TO(kInfo, kColl, rank_)
       << algorithms::CollectiveName(args.kind) << " #" << sequence << " count " << args.count << " "
@@ -507,7 +511,7 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 }
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
-  std::lock_guard<std::mutex> lock(op_mutex_);
+  std::lock_guard<LightLock> lock(op_mutex_);
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   return RunOperation(kPointToPointSequence, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
     // Point-to-point tags: top bit set, then the per-pair message number.

@@ -30,6 +30,7 @@
 #include "core/datatype.h"
 #include "core/deadline.h"
 #include "core/hang_diagnosis.h"
+#include "core/light_lock.h"
 #include "core/link_pool.h"
 #include "core/status.h"
 #include "rendezvous/peer_exchange.h"
@@ -151,7 +152,10 @@ class Communicator {
   Status WhyUnusable() const;
   // The pool's lane, locked, when another communicator shares the pool; else an empty lock.
   // Called with op_mutex_ held.
-  std::unique_lock<std::mutex> HoldLaneIfShared();
+  std::unique_lock<std::mutex> HoldLaneIfShared() {
+    if (!links_->Shared()) return std::unique_lock<std::mutex>();
+    return std::unique_lock<std::mutex>(links_->lane());
+  }
   void* Scratch(size_t bytes);
   // Records `error` as the communicator's fatal error (first one wins) and aborts transports.
   void Break(const Status& error);
@@ -172,8 +176,11 @@ class Communicator {
 
   // Lock order: op_mutex_, then links_->lane() (taken only while the pool is shared), then
   // error_mutex_.
-  std::mutex op_mutex_;  // one operation at a time, in call order; guards the members below
+  LightLock op_mutex_;  // one operation at a time; guards the members below
   std::vector<char> scratch_;
+  // connections_[r]: the link to rank r once GetConnection made or found it, else null. Links
+  // live as long as the pool, which outlives this communicator.
+  std::vector<transport::Connection*> connections_;
   uint64_t next_sequence_ = 0;
   uint64_t splits_ = 0;  // every rank splits in the same order, so the k-th split matches
   // Point-to-point messages per peer, counted separately from collectives (only the two ranks of

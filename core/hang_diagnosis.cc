@@ -26,31 +26,6 @@ std::string Join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-void ProgressBoard::BeginWrite() {
-  version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  // Keeps the field stores below from becoming visible before the odd version.
-  std::atomic_thread_fence(std::memory_order_release);
-}
-
-void ProgressBoard::EndWrite() {
-  version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-void ProgressBoard::Enter(uint64_t sequence, const char* op, size_t bytes) {
-  BeginWrite();
-  sequence_.store(static_cast<int64_t>(sequence), std::memory_order_relaxed);
-  op_.store(op, std::memory_order_relaxed);
-  bytes_.store(bytes, std::memory_order_relaxed);
-  active_.store(true, std::memory_order_relaxed);
-  EndWrite();
-}
-
-void ProgressBoard::Leave() {
-  BeginWrite();
-  active_.store(false, std::memory_order_relaxed);
-  EndWrite();
-}
-
 ProgressBoard::Snapshot ProgressBoard::Read() const {
   for (;;) {
     const uint64_t before = version_.load(std::memory_order_acquire);

@@ -36,8 +36,20 @@ namespace braid {
 // lock); readers from any thread.
 class ProgressBoard {
  public:
-  void Enter(uint64_t sequence, const char* op, size_t bytes);
-  void Leave();
+  // Inline: every collective call makes both.
+  void Enter(uint64_t sequence, const char* op, size_t bytes) {
+    BeginWrite();
+    sequence_.store(static_cast<int64_t>(sequence), std::memory_order_relaxed);
+    op_.store(op, std::memory_order_relaxed);
+    bytes_.store(bytes, std::memory_order_relaxed);
+    active_.store(true, std::memory_order_relaxed);
+    EndWrite();
+  }
+  void Leave() {
+    BeginWrite();
+    active_.store(false, std::memory_order_relaxed);
+    EndWrite();
+  }
   // "in allreduce #12 (4096 bytes)" or "idle; last entered allreduce #11 (4096 bytes)".
   std::string Describe() const;
   // The sequence number of the last collective entered, or -1 if none.
@@ -52,8 +64,14 @@ class ProgressBoard {
   };
   // A consistent copy of the fields (see the class comment).
   Snapshot Read() const;
-  void BeginWrite();
-  void EndWrite();
+  void BeginWrite() {
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Keeps the field stores that follow from becoming visible before the odd version.
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  void EndWrite() {
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
 
   std::atomic<uint64_t> version_{0};  // odd while the writer is between BeginWrite and EndWrite
   std::atomic<int64_t> sequence_{-1};

@@ -1,5 +1,7 @@
 #include "core/status.h"
 
+#include <atomic>
+
 namespace braid {
 
 const char* CodeName(Code code) {
@@ -18,9 +20,23 @@ const char* CodeName(Code code) {
   return "unknown result code";
 }
 
-const std::string& Status::EmptyMessage() {
+struct Status::Message {
+  std::atomic<int> references{1};
+  const std::string text;
+};
+
+Status::Status(Code code, std::string message)
+    : code_(code), message_(new Message{{1}, std::move(message)}) {}
+
+void Status::Ref(Message* message) { message->references.fetch_add(1, std::memory_order_relaxed); }
+
+void Status::Unref(Message* message) {
+  if (message->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete message;
+}
+
+const std::string& Status::message() const {
   static const std::string empty;
-  return empty;
+  return message_ != nullptr ? message_->text : empty;
 }
 
 Status Status::WithContext(const std::string& context) const {

@@ -35,11 +35,38 @@ const char* CodeName(Code code);
 // std::string member each was an out-of-line string move or destruction (~45 instructions per
 // move in the per-call profile of an 8-byte allreduce). The message is immutable and shared
 // between copies, so copying an error costs a reference count, not a string copy.
+// Why a reference count of its own rather than a std::shared_ptr: GCC kept shared_ptr's
+// destructor out of line, so every OK Status dropped (one per BRAID_RETURN_IF_ERROR) was a call;
+// here the destructor is one inline test of the pointer.
 class [[nodiscard]] Status {
  public:
-  Status() = default;  // OK
-  Status(Code code, std::string message)
-      : code_(code), message_(std::make_shared<const std::string>(std::move(message))) {}
+  Status() = default;
+  Status(Code code, std::string message);
+  Status(const Status& other) : code_(other.code_), message_(other.message_) {
+    if (message_ != nullptr) Ref(message_);
+  }
+  Status(Status&& other) noexcept : code_(other.code_), message_(other.message_) {
+    other.message_ = nullptr;
+  }
+  Status& operator=(const Status& other) {
+    if (other.message_ != nullptr) Ref(other.message_);
+    if (message_ != nullptr) Unref(message_);
+    code_ = other.code_;
+    message_ = other.message_;
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept {
+    if (this != &other) {
+      if (message_ != nullptr) Unref(message_);
+      code_ = other.code_;
+      message_ = other.message_;
+      other.message_ = nullptr;
+    }
+    return *this;
+  }
+  ~Status() {
+    if (message_ != nullptr) Unref(message_);
+  }
 
   static Status Ok() { return Status(); }
   static Status SystemError(std::string m) { return {Code::kSystemError, std::move(m)}; }
@@ -52,17 +79,19 @@ class [[nodiscard]] Status {
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
-  const std::string& message() const { return message_ ? *message_ : EmptyMessage(); }
+  const std::string& message() const;
 
   // Returns this status with `context` prepended ("context: message"); OK stays OK.
   Status WithContext(const std::string& context) const;
   std::string ToString() const;
 
  private:
-  static const std::string& EmptyMessage();
+  struct Message;  // the text and its reference count (status.cc)
+  static void Ref(Message* message);
+  static void Unref(Message* message);  // deletes it with the last reference
 
   Code code_ = Code::kOk;
-  std::shared_ptr<const std::string> message_;  // null for an empty message
+  Message* message_ = nullptr;  // null for an empty message
 };
 
 // Either a value or a non-OK Status.

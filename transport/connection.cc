@@ -53,6 +53,31 @@ void Request::Reset() {
   done_.store(false, std::memory_order_relaxed);
 }
 
+Status Connection::SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                            uint64_t tag, Deadline deadline, Half* failed) {
+  RequestPtr recv_request, send_request;
+  // The send is posted first: both partners wait for each other's message, so the time a rank
+  // spends between its partner's data landing and its own send leaving is paid by the partner.
+  // A message that arrives before its receive is posted waits in the connection.
+  if (send_bytes > 0) send_request = PostSend(send, send_bytes, tag);
+  if (recv_bytes > 0) recv_request = PostRecv(recv, recv_bytes, tag);
+  if (recv_request) {
+    Status status = recv_request->Wait(deadline);
+    if (!status.ok()) {
+      *failed = Half::kReceive;
+      return status;
+    }
+  }
+  if (send_request) {
+    Status status = send_request->Wait(deadline);
+    if (!status.ok()) {
+      *failed = Half::kSend;
+      return status;
+    }
+  }
+  return Status::Ok();
+}
+
 RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnReceive&) {
   auto request = std::make_shared<Request>();
   request->Complete(Status::Internal("the connection to rank " + std::to_string(peer()) +

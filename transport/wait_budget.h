@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/cpu_relax.h"
 #include "core/deadline.h"
 
 namespace braid::transport {
@@ -51,13 +52,7 @@ struct WaitBudget {
   static WaitBudget For(int ranks);
 };
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
+using braid::CpuRelax;
 
 // Monotonic nanoseconds (vDSO clock_gettime; ~20 ns).
 int64_t NowNs();

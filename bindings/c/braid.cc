@@ -349,10 +349,12 @@ inline Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype
 
 // Checks shared by every collective, then submits it (or queues it inside a group).
 // `send_needed` / `recv_needed`: whether this rank reads sendbuff / writes recvbuff.
-braidResult_t Collect(braidComm_t comm, CollectiveArgs args, braidDataType_t datatype,
-                      braidRedOp_t op, bool uses_op, int root, bool uses_root, size_t multiple,
-                      bool send_needed, bool recv_needed, braidStream_t stream) {
-  return Guarded(comm, [&]() -> Status {
+// Inlined into each entry point so that the flags, constants there, drop the checks they turn off.
+__attribute__((always_inline)) inline braidResult_t Collect(
+    braidComm_t comm, CollectiveArgs args, braidDataType_t datatype, braidRedOp_t op, bool uses_op,
+    int root, bool uses_root, size_t multiple, bool send_needed, bool recv_needed,
+    braidStream_t stream) {
+  return Guarded(comm, [&]() __attribute__((always_inline)) -> Status {
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
     BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
     if (uses_op) BRAID_RETURN_IF_ERROR(CheckOp(op));

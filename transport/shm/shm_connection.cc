@@ -242,7 +242,7 @@ bool ShmChannel::ProgressSendLocked(bool* completed_out) {
 }
 
 RequestPtr ShmChannel::PostSend(const void* data, size_t bytes, uint64_t tag) {
-  std::lock_guard<ChannelLock> lock(send_lock_);
+  std::lock_guard<LightLock> lock(send_lock_);
   if (!send_failure_.ok() || AdoptLinkLossLocked()) return FinishedRequest(send_failure_);
   SendOp op{nullptr, static_cast<const char*>(data), bytes, tag, 0, false};
   if (send_queue_.empty()) {
@@ -282,7 +282,7 @@ bool ShmChannel::TryPushSends() {
 void ShmChannel::OnDoorbell() {
   bool completed = false;
   {
-    std::lock_guard<ChannelLock> lock(send_lock_);
+    std::lock_guard<LightLock> lock(send_lock_);
     (void)ProgressSendLocked(&completed);
     if (doorbell_mode_ && !send_queue_.empty()) ArmDoorbellLocked();
   }
@@ -297,7 +297,7 @@ void ShmChannel::Backstop() {
   }
   bool completed = false;
   {
-    std::lock_guard<ChannelLock> lock(send_lock_);
+    std::lock_guard<LightLock> lock(send_lock_);
     (void)ProgressSendLocked(&completed);
     if (!send_queue_.empty()) {
       doorbell_mode_ = true;
@@ -512,7 +512,7 @@ RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
 }
 
 RequestPtr ShmChannel::PostReceive(RecvOp op) {
-  std::lock_guard<ChannelLock> lock(recv_lock_);
+  std::lock_guard<LightLock> lock(recv_lock_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
   bool ring_empty = false;  // nothing for this receive to match yet, so no progress to try
   if (recv_queue_.empty() && !active_.request && !discarding_) {
@@ -538,6 +538,47 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
   AddRecvWorkLocked(1);
   if (!ring_empty) (void)ProgressRecvLocked();
   return request;
+}
+
+bool ShmChannel::SendLine(const void* data, size_t bytes, uint64_t tag) {
+  {
+    std::lock_guard<LightLock> lock(send_lock_);
+    // A queued send must leave first; a failed or lost link gets its error from PostSend.
+    if (!send_failure_.ok() || link_lost_.load(std::memory_order_acquire) ||
+        !send_queue_.empty() || (peer_reads_us_ && bytes >= remote_min_bytes_) ||
+        !writer_.TryWriteLine(data, static_cast<uint32_t>(bytes), tag)) {
+      return false;
+    }
+  }
+  WakePeer();
+  return true;
+}
+
+bool ShmChannel::ReceiveLine(void* data, size_t bytes, uint64_t tag) {
+  // Bounded by polls, not by a clock: the dedicated budget's spin lasts 100 us, and this is a
+  // part of it (~1024 polls of a few tens of ns); the wait that takes over spins on.
+  const int polls = budget_.spin_ns > 0 ? 1024 : 1;
+  for (int i = 0; i < polls; ++i) {
+    if (RingReader::MaybeReady(in_, in_data_, ring_bytes_)) {
+      if (!recv_lock_.try_lock()) return false;
+      bool landed = false;
+      if (recv_failure_.ok() && recv_queue_.empty() && !active_.request && !discarding_) {
+        const RecordHeader* record = reader_.Peek();
+        if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
+            record->total == bytes && record->length == bytes) {
+          std::memcpy(data, RingReader::Payload(record), bytes);
+          reader_.Consume(record);
+          WakePeer();
+          RingDoorbellIfAsked();
+          landed = true;
+        }
+      }
+      recv_lock_.unlock();
+      return landed;
+    }
+    CpuRelax();
+  }
+  return false;
 }
 
 // Copies the bytes into place, or reduces them with the receive's own data (every piece but the
@@ -626,8 +667,8 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
 
 void ShmChannel::Fail(const Status& reason) {
   {
-    std::lock_guard<ChannelLock> send_lock(send_lock_);
-    std::lock_guard<ChannelLock> recv_lock(recv_lock_);
+    std::lock_guard<LightLock> send_lock(send_lock_);
+    std::lock_guard<LightLock> recv_lock(recv_lock_);
     if (failed_.load()) return;
     out_->abandoned.store(1, std::memory_order_seq_cst);
     if (same_process_) {
@@ -679,13 +720,13 @@ bool ShmChannel::AdoptLinkLossLocked() {
 void ShmChannel::OnPeerGone(const Status& reason) {
   if (peer_gone_.load()) return;
   {
-    std::lock_guard<ChannelLock> send_lock(send_lock_);
+    std::lock_guard<LightLock> send_lock(send_lock_);
     peer_gone_status_ = reason;
     peer_gone_.store(true, std::memory_order_release);
     FailSendsLocked(reason);
   }
   {
-    std::lock_guard<ChannelLock> recv_lock(recv_lock_);
+    std::lock_guard<LightLock> recv_lock(recv_lock_);
     (void)ProgressRecvLocked();  // hands over what is left in the ring, then fails the rest
   }
   WakeSelf();
@@ -712,6 +753,19 @@ RequestPtr ShmConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
 RequestPtr ShmConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
                                          const ReduceOnReceive& reduce) {
   return channel_->PostRecvReduce(data, bytes, tag, reduce);
+}
+
+Status ShmConnection::SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
+                               uint64_t tag, Deadline deadline, Half* failed) {
+  const bool lines = send_bytes > 0 && send_bytes <= kLinePayload && recv_bytes > 0 &&
+                     recv_bytes <= kLinePayload;
+  if (!lines || !channel_->SendLine(send, send_bytes, tag)) {
+    return Connection::SendRecv(send, send_bytes, recv, recv_bytes, tag, deadline, failed);
+  }
+  if (channel_->ReceiveLine(recv, recv_bytes, tag)) return Status::Ok();
+  Status status = channel_->PostRecv(recv, recv_bytes, tag)->Wait(deadline);
+  if (!status.ok()) *failed = Half::kReceive;
+  return status;
 }
 
 void ShmConnection::Close(const Status& reason) {

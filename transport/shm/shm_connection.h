@@ -48,10 +48,10 @@
 #include <string>
 
 #include "core/deadline.h"
+#include "core/light_lock.h"
 #include "core/status.h"
 #include "transport/connection.h"
 #include "transport/request_pool.h"
-#include "transport/shm/channel_lock.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/stalled_sends.h"
@@ -95,6 +95,15 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
   // See Connection::PostRecvReduce: pieces are reduced straight out of the ring as they land.
   RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag, const ReduceOnReceive& reduce);
+  // The request-free path of Connection::SendRecv for messages of at most kLinePayload bytes
+  // (ShmConnection::SendRecv). SendLine writes the message as one ring line, as PostSend's fast
+  // path does, and returns false having done nothing where PostSend would queue or fail it.
+  // ReceiveLine spins (dedicated budget; one look when oversubscribed) until the next message
+  // is in the ring and lands it if it is this one, as PostRecv's fast path does; false, having
+  // taken nothing, when it is late, something else comes first or a receive is already posted:
+  // the caller then posts the receive and waits, which handles every other case.
+  bool SendLine(const void* data, size_t bytes, uint64_t tag);
+  bool ReceiveLine(void* data, size_t bytes, uint64_t tag);
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
@@ -220,7 +229,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
 
   // Lock order: send_lock_ before recv_lock_ (only Fail() holds both). Neither is held while
   // taking a transport lock. Progress() only try_locks them.
-  ChannelLock send_lock_;  // guards the producer side: writer_, the send queues, send_failure_,
+  LightLock send_lock_;  // guards the producer side: writer_, the send queues, send_failure_,
                            // send_pool_
   RingWriter writer_;
   std::deque<SendOp> send_queue_;        // not yet (fully) in the ring
@@ -234,7 +243,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   uint64_t backstop_seen_ = 0;       // control thread only
   RequestPool send_pool_;            // requests of sends that did not finish in PostSend
 
-  ChannelLock recv_lock_;  // guards the consumer side: reader_, the receive queue, active_,
+  LightLock recv_lock_;  // guards the consumer side: reader_, the receive queue, active_,
                            // recv_pool_
   RingReader reader_;
   std::deque<RecvOp> recv_queue_;
@@ -267,6 +276,9 @@ class ShmConnection : public Connection {
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
   bool ReducesOnReceive() const override { return true; }
+  // Line-sized halves go through ShmChannel::SendLine/ReceiveLine, the rest through requests.
+  Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, uint64_t tag,
+                  Deadline deadline, Half* failed) override;
   RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
                             const ReduceOnReceive& reduce) override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;

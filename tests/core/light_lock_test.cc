@@ -1,6 +1,6 @@
-// ChannelLock (transport/shm/channel_lock.h): mutual exclusion under contention, try_lock, and a
+// LightLock (core/light_lock.h): mutual exclusion under contention, try_lock, and a
 // waiter that outlasts the spin and yield phases (a holder copying for milliseconds).
-#include "transport/shm/channel_lock.h"
+#include "core/light_lock.h"
 
 #include <catch2/catch.hpp>
 
@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-using braid::transport::shm::ChannelLock;
+using braid::LightLock;
 
-TEST_CASE("channel lock: threads hammering one lock never overlap", "[transport]") {
-  ChannelLock lock;
+TEST_CASE("light lock: threads hammering one lock never overlap", "[core]") {
+  LightLock lock;
   long counter = 0;  // plain: lost updates would show if two holders overlapped
   std::atomic<int> inside{0};
   std::atomic<bool> overlapped{false};
@@ -22,7 +22,7 @@ TEST_CASE("channel lock: threads hammering one lock never overlap", "[transport]
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < kRounds; ++i) {
-        std::lock_guard<ChannelLock> guard(lock);
+        std::lock_guard<LightLock> guard(lock);
         if (inside.fetch_add(1) != 0) overlapped = true;
         ++counter;
         inside.fetch_sub(1);
@@ -34,8 +34,8 @@ TEST_CASE("channel lock: threads hammering one lock never overlap", "[transport]
   CHECK(counter == long{kThreads} * kRounds);
 }
 
-TEST_CASE("channel lock: try_lock fails while held and succeeds once released", "[transport]") {
-  ChannelLock lock;
+TEST_CASE("light lock: try_lock fails while held and succeeds once released", "[core]") {
+  LightLock lock;
   REQUIRE(lock.try_lock());
   bool other_got_it = true;
   std::thread([&] { other_got_it = lock.try_lock(); }).join();
@@ -46,12 +46,12 @@ TEST_CASE("channel lock: try_lock fails while held and succeeds once released", 
   lock.unlock();
 }
 
-TEST_CASE("channel lock: a waiter gets a lock held for milliseconds", "[transport]") {
-  ChannelLock lock;
+TEST_CASE("light lock: a waiter gets a lock held for milliseconds", "[core]") {
+  LightLock lock;
   lock.lock();
   std::atomic<bool> acquired{false};
   std::thread waiter([&] {
-    std::lock_guard<ChannelLock> guard(lock);
+    std::lock_guard<LightLock> guard(lock);
     acquired = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past spinning and yielding

@@ -1,15 +1,17 @@
-// ChannelLock: the lock of one side (send or receive) of a shm channel.
+// LightLock: a lock for locks taken on every message or every operation and almost never
+// contended: each side (send, receive) of a shm channel, and a communicator's operation lock.
 //
-// Why not std::mutex: each side's lock is taken once per post and once per progress step, and is
-// almost never contended (the rank's own thread posts and waits; the control thread and other
-// threads of the rank step in rarely). pthread_mutex_lock + unlock cost ~55 instructions and two
-// locked instructions per use, four uses per 2-rank small allreduce; this lock costs one locked
-// exchange and a plain store.
+// Why not std::mutex: pthread_mutex_lock + unlock cost ~55-80 instructions and two locked
+// instructions per use, and a 2-rank small allreduce takes such locks five times; this lock costs
+// one locked exchange and a plain store. (The rank's own thread posts, waits and calls
+// collectives; the control thread, other threads of the rank, or a second thread calling into
+// the same communicator step in rarely.)
 //
 // Contended, the waiter spins briefly (the holder usually finishes a ring step within
 // microseconds), then yields, then naps, because a holder may copy a large message for
-// milliseconds (a ring's worth, or a single-copy read of the peer's buffer) or be preempted on an
-// oversubscribed host: the waiter then costs its peers little.
+// milliseconds (a ring's worth, or a single-copy read of the peer's buffer), run a whole
+// collective (the operation lock), or be preempted on an oversubscribed host: the waiter then
+// costs its peers little.
 #pragma once
 
 #include <sched.h>
@@ -17,11 +19,11 @@
 
 #include <atomic>
 
-#include "transport/wait_budget.h"
+#include "core/cpu_relax.h"
 
-namespace braid::transport::shm {
+namespace braid {
 
-class ChannelLock {
+class LightLock {
  public:
   void lock() {
     if (!locked_.exchange(true, std::memory_order_acquire)) return;
@@ -51,4 +53,4 @@ class ChannelLock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace braid::transport::shm
+}  // namespace braid
