@@ -54,6 +54,32 @@ TEST_CASE("Status and Result carry codes and context", "[core]") {
   CHECK(broken.status().code() == Code::kInternalError);
 }
 
+TEST_CASE("Status copies share the message; moves and assignments keep it valid", "[core]") {
+  Status original = Status::Timeout("rank 1 did not answer");
+  {
+    Status copy = original;  // shares the text
+    Status assigned;
+    assigned = copy;
+    CHECK(assigned.message() == "rank 1 did not answer");
+    CHECK(assigned.code() == Code::kTimeout);
+    Status moved = std::move(copy);
+    CHECK(moved.message() == "rank 1 did not answer");
+    assigned = Status::Ok();  // drops a reference
+    CHECK(assigned.ok());
+    CHECK(assigned.message().empty());
+    moved = std::move(original);  // the last-but-one owner takes over
+    CHECK(moved.message() == "rank 1 did not answer");
+    original = moved;
+  }
+  // The copies above are gone; the text lives on in the last owner.
+  CHECK(original.message() == "rank 1 did not answer");
+  Status& self = original;
+  original = self;  // self-assignment keeps it
+  CHECK(original.code() == Code::kTimeout);
+  CHECK(original.message() == "rank 1 did not answer");
+  CHECK(Status::Ok().message().empty());
+}
+
 TEST_CASE("datatypes and ops: sizes and nccl-tests names", "[core]") {
   CHECK(DataTypeSize(DataType::kInt8) == 1);
   CHECK(DataTypeSize(DataType::kFloat16) == 2);
