@@ -293,9 +293,10 @@ void ReduceInto(DataType type, ReduceOp op, void* out, const void* a, const void
   const int o = static_cast<int>(op);
   if (!IsValidDataType(t) || !IsValidReduceOp(o) || count == 0) return;
 #if BRAID_KERNEL_X86_AVX2
-  if (CpuHasAvx2F16c()) {
+  // The type first: the CPU check is a guarded static, and float32 is the common type.
+  if ((type == DataType::kFloat16 || type == DataType::kBfloat16) && CpuHasAvx2F16c()) {
     if (type == DataType::kFloat16) return kAvxFloat16Reduce[o](out, a, b, count);
-    if (type == DataType::kBfloat16) return kAvxBfloat16Reduce[o](out, a, b, count);
+    return kAvxBfloat16Reduce[o](out, a, b, count);
   }
 #endif
   kReduce[t][o](out, a, b, count);

@@ -566,7 +566,7 @@ bool ShmChannel::ReceiveLine(void* data, size_t bytes, uint64_t tag) {
         const RecordHeader* record = reader_.Peek();
         if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
             record->total == bytes && record->length == bytes) {
-          std::memcpy(data, RingReader::Payload(record), bytes);
+          CopyLinePayload(data, RingReader::Payload(record), bytes);
           reader_.Consume(record);
           WakePeer();
           RingDoorbellIfAsked();
