@@ -1,7 +1,8 @@
 // Connection::SendRecv on shm connections (ranks as threads of this process): the request-free
-// path for line-sized messages and every way it hands over to the posted path -- a message that
-// is late, a message bigger than a line, a zero-byte half, a send queued behind a full ring, a
-// receive already posted, a mismatched tag, a closed link. Each checks the bytes that arrive
+// path for messages of up to kWholeMessageBytes (a ring line up to 32 bytes, one record above)
+// and every way it hands over to the posted path -- a message that is late, a message bigger
+// than kWholeMessageBytes, a zero-byte half, a send queued behind a full ring, a receive already
+// posted, a mismatched tag, a closed link. Each checks the bytes that arrive
 // against the sender's pattern, and the order of messages on the link.
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,7 @@
 
 #include "tests/transport/shm_test_util.h"
 #include "transport/shm/ring.h"
+#include "transport/shm/shm_connection.h"
 
 namespace braid::transport::shm {
 namespace {
@@ -43,9 +45,10 @@ std::vector<std::string> PingPong(Mesh& mesh, size_t bytes, int rounds) {
   return errors;
 }
 
-TEST_CASE("shm SendRecv: line-sized and larger exchanges arrive intact, many rounds", "[shm]") {
-  const size_t bytes = GENERATE(size_t{1}, size_t{8}, kLinePayload, kLinePayload + 1,
-                                size_t{4096}, size_t{300000});
+TEST_CASE("shm SendRecv: small and larger exchanges arrive intact, many rounds", "[shm]") {
+  const size_t bytes = GENERATE(size_t{1}, size_t{5}, size_t{8}, size_t{17}, kLinePayload,
+                                kLinePayload + 1, size_t{256}, kWholeMessageBytes,
+                                kWholeMessageBytes + 1, size_t{300000});
   INFO(bytes << " bytes");
   Mesh mesh = MakeMesh(2, 301);
   REQUIRE(mesh.error.empty());
@@ -60,7 +63,7 @@ TEST_CASE("shm SendRecv: a late peer is waited for, and the link stays in order"
   const uint64_t mine = 0x1111, theirs = 0x2222;
   uint64_t got = 0;
   std::thread late([&] {
-    // Longer than ReceiveLine's spin, so rank 0 goes on to the posted receive and its wait.
+    // Longer than ReceiveWhole's spin, so rank 0 goes on to the posted receive and its wait.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     uint64_t back = 0;
     Half failed = Half::kSend;

@@ -540,21 +540,29 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
   return request;
 }
 
-bool ShmChannel::SendLine(const void* data, size_t bytes, uint64_t tag) {
+bool ShmChannel::SendWhole(const void* data, size_t bytes, uint64_t tag) {
   {
     std::lock_guard<LightLock> lock(send_lock_);
     // A queued send must leave first; a failed or lost link gets its error from PostSend.
     if (!send_failure_.ok() || link_lost_.load(std::memory_order_acquire) ||
-        !send_queue_.empty() || (peer_reads_us_ && bytes >= remote_min_bytes_) ||
-        !writer_.TryWriteLine(data, static_cast<uint32_t>(bytes), tag)) {
+        !send_queue_.empty() || (peer_reads_us_ && bytes >= remote_min_bytes_)) {
       return false;
+    }
+    if (bytes <= kLinePayload) {
+      if (!writer_.TryWriteLine(data, static_cast<uint32_t>(bytes), tag)) return false;
+    } else {
+      uint64_t granted = 0;
+      char* payload = writer_.Reserve(bytes, bytes, &granted);
+      if (payload == nullptr) return false;  // no room: PostSend queues it
+      std::memcpy(payload, data, bytes);
+      writer_.Commit(RecordKind::kStart, static_cast<uint32_t>(bytes), tag, bytes);
     }
   }
   WakePeer();
   return true;
 }
 
-bool ShmChannel::ReceiveLine(void* data, size_t bytes, uint64_t tag) {
+bool ShmChannel::ReceiveWhole(void* data, size_t bytes, uint64_t tag) {
   // Bounded by polls, not by a clock: the dedicated budget's spin lasts 100 us, and this is a
   // part of it (~1024 polls of a few tens of ns); the wait that takes over spins on.
   const int polls = budget_.spin_ns > 0 ? 1024 : 1;
@@ -566,7 +574,11 @@ bool ShmChannel::ReceiveLine(void* data, size_t bytes, uint64_t tag) {
         const RecordHeader* record = reader_.Peek();
         if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
             record->total == bytes && record->length == bytes) {
-          CopyLinePayload(data, RingReader::Payload(record), bytes);
+          if (bytes <= kLinePayload) {
+            CopyLinePayload(data, RingReader::Payload(record), bytes);
+          } else {
+            std::memcpy(data, RingReader::Payload(record), bytes);
+          }
           reader_.Consume(record);
           WakePeer();
           RingDoorbellIfAsked();
@@ -757,12 +769,12 @@ RequestPtr ShmConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
 
 Status ShmConnection::SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                                uint64_t tag, Deadline deadline, Half* failed) {
-  const bool lines = send_bytes > 0 && send_bytes <= kLinePayload && recv_bytes > 0 &&
-                     recv_bytes <= kLinePayload;
-  if (!lines || !channel_->SendLine(send, send_bytes, tag)) {
+  const bool small = send_bytes > 0 && send_bytes <= kWholeMessageBytes && recv_bytes > 0 &&
+                     recv_bytes <= kWholeMessageBytes;
+  if (!small || !channel_->SendWhole(send, send_bytes, tag)) {
     return Connection::SendRecv(send, send_bytes, recv, recv_bytes, tag, deadline, failed);
   }
-  if (channel_->ReceiveLine(recv, recv_bytes, tag)) return Status::Ok();
+  if (channel_->ReceiveWhole(recv, recv_bytes, tag)) return Status::Ok();
   Status status = channel_->PostRecv(recv, recv_bytes, tag)->Wait(deadline);
   if (!status.ok()) *failed = Half::kReceive;
   return status;

@@ -59,6 +59,11 @@
 
 namespace braid::transport::shm {
 
+// The largest message SendRecv moves without requests. Such a message is one ring record and
+// one copy on each side either way; above it the posted path streams pieces of a quarter ring,
+// the two sides copying at once.
+constexpr size_t kWholeMessageBytes = 4096;
+
 // What a finished handshake hands to a channel.
 struct ChannelSetup {
   int rank = -1;
@@ -95,15 +100,16 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
   // See Connection::PostRecvReduce: pieces are reduced straight out of the ring as they land.
   RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag, const ReduceOnReceive& reduce);
-  // The request-free path of Connection::SendRecv for messages of at most kLinePayload bytes
-  // (ShmConnection::SendRecv). SendLine writes the message as one ring line, as PostSend's fast
-  // path does, and returns false having done nothing where PostSend would queue or fail it.
-  // ReceiveLine spins (dedicated budget; one look when oversubscribed) until the next message
-  // is in the ring and lands it if it is this one, as PostRecv's fast path does; false, having
+  // The request-free path of Connection::SendRecv for messages of at most kWholeMessageBytes
+  // (ShmConnection::SendRecv). SendWhole writes the message as one ring record (a line up to
+  // 32 bytes), as PostSend does when the ring has room, and returns false having done nothing
+  // where PostSend would queue it, send it by reference or fail it. ReceiveWhole spins
+  // (dedicated budget; one look when oversubscribed) until the next message is in the ring and
+  // lands it if it is this one, whole in one record, as PostRecv's fast path does; false, having
   // taken nothing, when it is late, something else comes first or a receive is already posted:
   // the caller then posts the receive and waits, which handles every other case.
-  bool SendLine(const void* data, size_t bytes, uint64_t tag);
-  bool ReceiveLine(void* data, size_t bytes, uint64_t tag);
+  bool SendWhole(const void* data, size_t bytes, uint64_t tag);
+  bool ReceiveWhole(void* data, size_t bytes, uint64_t tag);
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
@@ -276,7 +282,8 @@ class ShmConnection : public Connection {
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
   bool ReducesOnReceive() const override { return true; }
-  // Line-sized halves go through ShmChannel::SendLine/ReceiveLine, the rest through requests.
+  // Halves of up to kWholeMessageBytes go through ShmChannel::SendWhole/ReceiveWhole, the rest
+  // through requests.
   Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, uint64_t tag,
                   Deadline deadline, Half* failed) override;
   RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
