@@ -40,7 +40,7 @@ const char* CodeName(Code code);
 // here the destructor is one inline test of the pointer.
 class [[nodiscard]] Status {
  public:
-  Status() = default;
+  Status() = default;  // OK
   Status(Code code, std::string message);
   Status(const Status& other) : code_(other.code_), message_(other.message_) {
     if (message_ != nullptr) Ref(message_);
