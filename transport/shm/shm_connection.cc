@@ -511,6 +511,17 @@ RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
   return PostReceive(std::move(op));
 }
 
+bool ShmChannel::IsWholeMessage(const RecordHeader* record, uint64_t tag, uint64_t bytes) {
+  return record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
+         record->total == bytes && record->length == bytes;
+}
+
+void ShmChannel::ConsumeLocked(const RecordHeader* record) {
+  reader_.Consume(record);
+  WakePeer();  // its fence also orders the tail store before RingDoorbellIfAsked's load
+  RingDoorbellIfAsked();
+}
+
 RequestPtr ShmChannel::PostReceive(RecvOp op) {
   std::lock_guard<LightLock> lock(recv_lock_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
@@ -520,12 +531,9 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
     const bool gone = peer_gone_.load(std::memory_order_acquire);
     // Fast path: the whole message is already waiting at the head of the ring.
     const RecordHeader* record = reader_.Peek();
-    if (record != nullptr && record->kind == RecordKind::kStart && record->tag == op.tag &&
-        record->total == op.bytes && record->length == op.bytes) {
+    if (IsWholeMessage(record, op.tag, op.bytes)) {
       Land(op, 0, RingReader::Payload(record), op.bytes);
-      reader_.Consume(record);
-      WakePeer();
-      RingDoorbellIfAsked();
+      ConsumeLocked(record);
       return done_;
     }
     // The usual slow case (the peer's message has not landed): queue it and let the wait poll.
@@ -572,16 +580,13 @@ bool ShmChannel::ReceiveWhole(void* data, size_t bytes, uint64_t tag) {
       bool landed = false;
       if (recv_failure_.ok() && recv_queue_.empty() && !active_.request && !discarding_) {
         const RecordHeader* record = reader_.Peek();
-        if (record != nullptr && record->kind == RecordKind::kStart && record->tag == tag &&
-            record->total == bytes && record->length == bytes) {
+        if (IsWholeMessage(record, tag, bytes)) {
           if (bytes <= kLinePayload) {
             CopyLinePayload(data, RingReader::Payload(record), bytes);
           } else {
             std::memcpy(data, RingReader::Payload(record), bytes);
           }
-          reader_.Consume(record);
-          WakePeer();
-          RingDoorbellIfAsked();
+          ConsumeLocked(record);
           landed = true;
         }
       }

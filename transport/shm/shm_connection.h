@@ -185,6 +185,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // Copies (or, for a reducing receive, reduces) a message sent by reference into op's buffer.
   Status CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes);
   void FailReceivesLocked(const Status& status);
+  // Whether `record` (from Peek, may be null) is the whole of a message tagged `tag` of `bytes`
+  // bytes: what a receive may land at once, without queueing (PostReceive, ReceiveWhole).
+  static bool IsWholeMessage(const RecordHeader* record, uint64_t tag, uint64_t bytes);
+  // With recv_lock_ held, after landing `record`: moves past it and tells the producer.
+  void ConsumeLocked(const RecordHeader* record);
   // PostRecv and PostRecvReduce after their checks: the fast path, else queues the receive.
   RequestPtr PostReceive(RecvOp op);
   // Puts `length` message bytes at `offset` of `op`'s buffer: a copy, or the reduction.
