@@ -461,7 +461,7 @@ TEST_CASE("connect retries until the server is up, and times out naming host:por
   CHECK(took < 1500);
 
   Result<std::unique_ptr<TcpStoreClient>> late = Status::Internal("not run");
-  std::thread connect([&] { late = TcpStoreClient::Connect("localhost", port, "", Soon()); });
+  std::thread connect([&] { late = TcpStoreClient::Connect("127.0.0.1", port, "", Soon()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto server = TcpStoreServer::Start("127.0.0.1", port, {});
   connect.join();
