@@ -7,6 +7,7 @@
 #include <string>
 
 #include "algorithms/function_ref.h"
+#include "algorithms/tag_layout.h"
 #include "core/deadline.h"
 #include "core/status.h"
 #include "transport/connection.h"
@@ -30,8 +31,9 @@ struct ConnectionLookup {
 struct CollectiveContext {
   int rank = 0;
   int size = 1;
-  // Per-communicator sequence number of this collective; folded into every message tag so that
-  // ranks disagreeing about the schedule fail with a tag mismatch instead of mixing data.
+  // Per-communicator sequence number of this collective, with its tag space on top
+  // (OperationSequence, algorithms/tag_layout.h); folded into every message tag (MessageTag) so
+  // that ranks disagreeing about the schedule fail with a tag mismatch instead of mixing data.
   uint64_t sequence = 0;
   // Bytes per pipelined chunk (BRAID_CHUNK_BYTES).
   size_t chunk_bytes = 512 * 1024;
@@ -42,11 +44,5 @@ struct CollectiveContext {
   // call, never shared between concurrent collectives).
   FunctionRef<void*(size_t bytes)> scratch;
 };
-
-// Tag of message `index` of collective `sequence`. 40 bits of sequence, 24 of message index:
-// wrapping after 16M messages is harmless because tags only guard against schedule mismatch.
-inline uint64_t MessageTag(uint64_t sequence, uint64_t index) {
-  return (sequence << 24) | (index & 0xFFFFFF);
-}
 
 }  // namespace braid::algorithms

@@ -302,10 +302,12 @@ Status Communicator::WhyUnusable() const {
   return Status::Ok();
 }
 
-Status Communicator::ExplainFailure(const Status& status, uint64_t sequence, const char* op) {
+Status Communicator::ExplainFailure(const Status& status, algorithms::TagSpace space,
+                                    uint64_t sequence, const char* op) {
   const Deadline quick = Deadline::AfterMs(2000);
   Status explained = status;
-  if (status.code() == Code::kTimeout && diagnosis_ && sequence != kPointToPointSequence) {
+  if (status.code() == Code::kTimeout && diagnosis_ &&
+      space != algorithms::TagSpace::kPointToPoint) {
     // Ask the others where they are, so the error names who is missing instead of guessing.
     explained = Status::Timeout(status.message() + " [timed out after " +
                                 std::to_string(config_.timeout_ms) + " ms; " +
@@ -334,14 +336,16 @@ Status Communicator::ExplainFailure(const Status& status, uint64_t sequence, con
 }
 
 template <typename Body>
-Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) {
+Status Communicator::RunOperation(algorithms::TagSpace space, uint64_t sequence, const char* op,
+                                  Body body) {
   BRAID_RETURN_IF_ERROR(CheckUsable());
   const Deadline deadline = OperationDeadline(config_.timeout_ms);
   // The context refers to these two for the length of the operation (FunctionRef owns nothing).
   const auto connection = [this, deadline](int peer) { return GetConnection(peer, deadline); };
   const auto scratch = [this](size_t bytes) { return Scratch(bytes); };
   const algorithms::CollectiveContext ctx{
-      rank_, size_, sequence, config_.chunk_bytes, deadline, {connections_.data(), connection},
+      rank_, size_, algorithms::OperationSequence(space, sequence), config_.chunk_bytes, deadline,
+      {connections_.data(), connection},
       scratch,
   };
   Status status = body(ctx);
@@ -349,20 +353,20 @@ Status Communicator::RunOperation(uint64_t sequence, const char* op, Body body) 
   // messages in flight, so the communicator cannot be trusted any more.
   if (!status.ok() && status.code() != Code::kInvalidArgument &&
       status.code() != Code::kInvalidUsage) {
-    status = ExplainFailure(status, sequence, op);
+    status = ExplainFailure(status, space, sequence, op);
     Break(status);
   }
   return status;
 }
 
 Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const char* algorithm,
-                                 uint64_t sequence, const char* op) {
+                                 algorithms::TagSpace space, uint64_t sequence, const char* op) {
   const algorithms::Algorithm* chosen = algorithms::FindAlgorithm(args.kind, algorithm);
   if (chosen == nullptr) {
     return Status::Internal(std::string(op) + " needs the " + algorithm + " " +
                             algorithms::CollectiveName(args.kind));
   }
-  return RunOperation(sequence, op, [&](const algorithms::CollectiveContext& ctx) {
+  return RunOperation(space, sequence, op, [&](const algorithms::CollectiveContext& ctx) {
     return chosen->run(ctx, args);
   });
 }
@@ -392,7 +396,8 @@ Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
   progress_.Enter(sequence, name, args.MessageBytes(size_));
   const auto start = trial != nullptr ? std::chrono::steady_clock::now()
                                       : std::chrono::steady_clock::time_point();
-  Status status = RunOperation(sequence, name, [&](const algorithms::CollectiveContext& ctx) {
+  Status status = RunOperation(algorithms::TagSpace::kCollective, sequence, name,
+                               [&](const algorithms::CollectiveContext& ctx) {
     return algorithm->run(ctx, args);
   });
   progress_.Leave();
@@ -416,9 +421,9 @@ Status Communicator::FinishTrialCall(const algorithms::CollectiveArgs& args,
   sum.count = summed.size();
   sum.type = DataType::kFloat64;
   sum.op = ReduceOp::kSum;
-  // Its own tag space (bit 38 of the sequence), apart from the collective and BRAID_CHECK's.
-  constexpr uint64_t kTrialSequenceBit = uint64_t{1} << 38;
-  BRAID_RETURN_IF_ERROR(RunInternal(sum, "rd", sequence | kTrialSequenceBit, "algorithm trial"));
+  // Its own tag space, apart from the collective's and BRAID_CHECK's.
+  BRAID_RETURN_IF_ERROR(
+      RunInternal(sum, "rd", algorithms::TagSpace::kTrial, sequence, "algorithm trial"));
   const algorithms::AlgorithmTrials::Verdict verdict = selector_.ConcludeTrial(trial, summed);
   BRAID_LOG_TO(kInfo, kTuning, rank_)
       << algorithms::CollectiveName(args.kind) << " count " << args.count << " "
@@ -471,10 +476,9 @@ Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, 
   exchange.recvbuf = all.data();
   exchange.count = sizeof(CallDescription);
   exchange.type = DataType::kUint8;
-  // Its own tag space (bit 39 of the sequence), so the check never collides with the collective.
-  constexpr uint64_t kCheckSequenceBit = uint64_t{1} << 39;
-  BRAID_RETURN_IF_ERROR(
-      RunInternal(exchange, "ring", sequence | kCheckSequenceBit, "argument check"));
+  // Its own tag space, so the check never collides with the collective or point-to-point.
+  BRAID_RETURN_IF_ERROR(RunInternal(exchange, "ring", algorithms::TagSpace::kCheck, sequence,
+                                    "argument check"));
   for (int r = 0; r < size_; ++r) {
     if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0) {
       return Status::InvalidUsage(
@@ -513,9 +517,9 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<LightLock> lock(op_mutex_);
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
-  return RunOperation(kPointToPointSequence, "send/recv", [&](const algorithms::CollectiveContext& ctx) -> Status {
-    // Point-to-point tags: top bit set, then the per-pair message number.
-    constexpr uint64_t kPointToPointTag = uint64_t{1} << 63;
+  // Point-to-point batches are not numbered: their tags count the messages of each pair.
+  return RunOperation(algorithms::TagSpace::kPointToPoint, 0, "send/recv",
+                      [&](const algorithms::CollectiveContext& ctx) -> Status {
     std::vector<std::pair<transport::RequestPtr, const PeerTransfer*>> posted;
     BRAID_RETURN_IF_ERROR(CopyToSelf(transfers));
     // Receives first, so data that arrives early lands in place.
@@ -525,10 +529,10 @@ Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers)
         auto connection = ctx.connection(t.peer);
         if (!connection.ok()) return connection.status();
         if (t.is_send) {
-          uint64_t tag = kPointToPointTag | sends_to_[t.peer]++;
+          const uint64_t tag = algorithms::PointToPointTag(sends_to_[t.peer]++);
           posted.emplace_back(connection.value()->PostSend(t.sendbuf, t.bytes, tag), &t);
         } else {
-          uint64_t tag = kPointToPointTag | receives_from_[t.peer]++;
+          const uint64_t tag = algorithms::PointToPointTag(receives_from_[t.peer]++);
           posted.emplace_back(connection.value()->PostRecv(t.recvbuf, t.bytes, tag), &t);
         }
       }

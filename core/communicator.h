@@ -26,6 +26,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/collective.h"
 #include "algorithms/selector.h"
+#include "algorithms/tag_layout.h"
 #include "core/config.h"
 #include "core/datatype.h"
 #include "core/deadline.h"
@@ -118,21 +119,24 @@ class Communicator {
                algorithms::AlgorithmPolicy policy);
 
   // Runs `body` as one operation: checks state, builds the context (deadline, connections,
-  // scratch), records a breaking error. `sequence` numbers the collective (tags carry it).
-  // Point-to-point batches are not numbered (only two ranks take part), and a hang in one is not
-  // diagnosed through the other ranks.
-  static constexpr uint64_t kPointToPointSequence = ~uint64_t{0};
+  // scratch), records a breaking error. `sequence` numbers the collective, and the context
+  // carries it in tag space `space` (algorithms/tag_layout.h) so that its tags never match
+  // another space's. Point-to-point batches (kPointToPoint) are not numbered (only two ranks
+  // take part; their tags count per pair), and a hang in one is not diagnosed through the other
+  // ranks.
   template <typename Body>
-  Status RunOperation(uint64_t sequence, const char* op, Body body);
-  // Runs `args` with the registered `algorithm`, outside the selector, as operation `sequence`
-  // (a collective's number with a tag-space bit set, so that its messages never match the
-  // collective's): BRAID_CHECK's argument exchange and a trial's sum.
+  Status RunOperation(algorithms::TagSpace space, uint64_t sequence, const char* op, Body body);
+  // Runs `args` with the registered `algorithm`, outside the selector, as an operation of
+  // collective `sequence` in tag space `space` (kTrial or kCheck, so that its messages never
+  // match the collective's): BRAID_CHECK's argument exchange and a trial's sum.
   Status RunInternal(const algorithms::CollectiveArgs& args, const char* algorithm,
-                     uint64_t sequence, const char* op);
+                     algorithms::TagSpace space, uint64_t sequence, const char* op);
   // For an error that breaks the communicator: adds what the store knows (where the other ranks
   // are, after a timeout; why a peer dropped its links, after a lost connection) and publishes
   // this rank's own reason for its peers.
-  Status ExplainFailure(const Status& status, uint64_t sequence, const char* op);
+  // `space` and `sequence` are the failed operation's (RunOperation).
+  Status ExplainFailure(const Status& status, algorithms::TagSpace space, uint64_t sequence,
+                        const char* op);
   // BRAID_CHECK: allgathers every rank's (collective, datatype, op, root, count) and fails with
   // InvalidUsage naming the first rank whose call differs from this one.
   Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
