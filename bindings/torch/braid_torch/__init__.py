@@ -1,0 +1,55 @@
+"""braid's c10d backend for PyTorch.
+
+Installed, the package makes ``torch.distributed.init_process_group("braid")`` work with no import
+(torch >= 2.14 finds the ``torch.distributed.backends`` entry point). Importing it registers the
+backend too, for code that prefers to be explicit::
+
+    import torch.distributed as dist
+    dist.init_process_group("braid", init_method="env://")
+
+The backend serves CPU tensors; a CUDA tensor gets an error naming its device until braid's CUDA
+support lands. It was built against torch 2.15 (the c10d Backend ABI changes between minors).
+"""
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["register", "BACKEND_NAME", "TORCH_BUILT_AGAINST", "version"]
+
+BACKEND_NAME = "braid"
+TORCH_BUILT_AGAINST = "2.15"
+version = _C.version
+
+
+def _check_torch_version() -> None:
+    running = ".".join(torch.__version__.split(".")[:2])
+    if running != TORCH_BUILT_AGAINST:
+        raise ImportError(
+            f"braid_torch was built against torch {TORCH_BUILT_AGAINST} but torch "
+            f"{torch.__version__} is running; reinstall braid_torch against this torch "
+            "(pip install --no-build-isolation ./bindings/torch)")
+
+
+def _create(name: str):
+    def create(opts, backend_options=None):
+        timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(seconds=1800)
+        return _C.BraidBackend(opts.store, opts.group_rank, opts.group_size, timeout, name)
+    return create
+
+
+def register(name: str = BACKEND_NAME) -> None:
+    """Registers the backend with torch.distributed under `name` (idempotent).
+
+    Devices: "cpu", and "cuda" so that a CUDA tensor reaches braid and gets a clear error rather
+    than torch's "no backend for device" (init_process_group("cpu:braid,cuda:nccl") mixes).
+    """
+    if name.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(name, _create(name), extended_api=True, devices=["cpu", "cuda"])
+
+
+_check_torch_version()
+register()

@@ -1,0 +1,138 @@
+// BraidBackend: a c10d::Backend over braid.h, the process-group half of braid_torch.
+//
+// Shape: every operation checks its arguments on the calling thread (a bad argument raises
+// there, nothing is queued), then queues a Job on the group's JobQueue and returns a BraidWork
+// at once; the worker makes the braid calls in issue order with no GIL held and completes the
+// Work and its future. Collectives move contiguous buffers: a non-contiguous tensor is staged
+// through a contiguous copy. Operations that only move data (broadcast, gathers, scatters,
+// all-to-all, send/recv) move raw bytes, so every dtype works; reductions need a braid dtype.
+//
+// Rendezvous: the c10d store (already private to this group and device) carries one thing, the
+// braidUniqueId that the group's rank 0 makes; the data path never touches it. monitoredBarrier
+// also goes through the store, because it must name the ranks that did not arrive even when the
+// communicator itself is stuck.
+//
+// Names: c10d 2.15 renamed several methods (all_gather_single, ...) and keeps the old names as
+// forwarding aliases; this class overrides the long-standing names so it builds against 2.13-2.15.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "bindings/c/braid.h"
+#include "braid_work.h"
+#include "job_queue.h"
+#include "tensor_types.h"
+
+namespace braid_torch {
+
+class BraidBackend : public c10d::Backend {
+ public:
+  // Blocks until every rank of the group has joined (or `timeout`): rank 0 makes a unique id
+  // and publishes it through `store`, every rank creates its braid communicator with `timeout`
+  // as braid's deadline. `name` is the name PyTorch knows the backend by ("braid"; the tests
+  // also register it in Gloo's slot) and prefixes profiler events, as "gloo:send" does.
+  BraidBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+               std::chrono::milliseconds timeout, std::string name);
+  ~BraidBackend() override;
+
+  const std::string getBackendName() const override { return name_; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Waits for every earlier operation of this rank, then meets the other ranks through the
+  // store: rank 0 waits for each rank up to `opts.timeout` and raises naming the first that did
+  // not arrive ("Rank 2 failed to pass monitoredBarrier ..."), or all of them with
+  // wait_all_ranks; the other ranks raise with rank 0's verdict.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+  // Wakes every blocked braid call of this group at once; later operations fail.
+  void abort() override;
+  // Completes queued operations, then releases the communicator and its links.
+  void shutdown() override;
+
+ private:
+  // Queues `issue` as the next operation and returns its Work; `complete_extra` (optional) runs
+  // on the worker after a successful issue, before the Work completes (point-to-point jobs copy
+  // staged receives back there, after the group moved the data).
+  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* op,
+                                         std::vector<at::Tensor> inputs,
+                                         std::vector<at::Tensor> outputs,
+                                         std::function<Outcome()> issue, bool point_to_point,
+                                         std::function<void()> complete_extra = nullptr);
+  // "braid:all_reduce" style names; stable pointers for the profiler.
+  const char* ProfilingTitle(const char* op);
+  void CheckRoot(int root, const char* op) const;
+  void CheckPeer(int peer, const char* op) const;
+
+  const std::string name_;
+  const c10::intrusive_ptr<c10d::Store> store_;
+  std::chrono::milliseconds timeout_;
+  braidComm_t comm_ = nullptr;
+  std::unique_ptr<JobQueue> queue_;
+  std::unordered_map<std::string, std::string> titles_;  // op -> "<name>:<op>"
+  uint64_t next_sequence_ = 0;
+  uint64_t monitored_barriers_ = 0;  // every rank counts alike: the k-th one's store keys
+  // Between startCoalescing and endCoalescing: the jobs and works of the batch.
+  bool coalescing_ = false;
+  std::vector<std::shared_ptr<Job>> coalesced_jobs_;
+  std::vector<at::Tensor> coalesced_outputs_;
+};
+
+}  // namespace braid_torch
