@@ -90,13 +90,20 @@ typedef struct braidConfig {
   int splitShare;        /* BRAID_COMM_SPLIT_SHARE_RESOURCES: 1 = braidCommSplit's child uses the
                             parent's links; the two then take turns (issue their operations in
                             the same order on every rank), as with NCCL's splitShare */
+  const char* algo;      /* BRAID_ALGO: which algorithms this communicator may use, in BRAID_ALGO's
+                            syntax ("allreduce:tree;broadcast:ring", "^ring"; docs/ALGORITHMS.md).
+                            Replaces the environment's whole value ("" = no constraint, the cost
+                            model picks); must be the same on every rank. The string is read during
+                            the call that takes the config and need not outlive it. A struct
+                            from a header older than this field (its size ends before it)
+                            takes the environment's value. */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
   {                                                                                       \
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
-        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT                                    \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR            \
   }
 
 braidResult_t braidGetVersion(int* version);

@@ -50,6 +50,12 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
     }
     config.split_share = c->splitShare == 1;
   }
+  // algo came after splitShare. The communicator parses it (as it parses BRAID_ALGO), so a bad
+  // value fails creation with InvalidArgument quoting it, whichever of the two it came from.
+  if (c->size >= offsetof(braidConfig_t, algo) + sizeof(c->algo) &&
+      c->algo != BRAID_CONFIG_UNDEF_PTR) {
+    config.algo = c->algo;
+  }
   return config;
 }
 
