@@ -6,7 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace braid::testing {
@@ -33,13 +37,72 @@ void WriteAll(int fd, const std::string& text) {
 
 }  // namespace
 
-std::vector<std::string> RunThreads(int size, const RankBody& body) {
-  std::vector<std::string> results(size);
+std::vector<std::string> RunThreads(int size, const RankBody& body, int timeout_ms,
+                                    const WakeRanks& wake, int wake_grace_ms) {
+  // Shared with the rank threads; results move into it under the mutex as ranks finish.
+  struct Board {
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::vector<std::string> results;
+    std::vector<bool> done;
+    int running = 0;
+  };
+  auto board = std::make_shared<Board>();
+  board->results.resize(size);
+  board->done.assign(size, false);
+  board->running = size;
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
-    threads.emplace_back([&, rank] { results[rank] = RunGuarded(body, rank, size); });
+    threads.emplace_back([board, &body, rank, size] {
+      std::string result = RunGuarded(body, rank, size);
+      std::lock_guard<std::mutex> lock(board->mutex);
+      board->results[rank] = std::move(result);
+      board->done[rank] = true;
+      --board->running;
+      board->finished.notify_all();
+    });
+  }
+
+  auto stuck_ranks = [&] {
+    std::vector<int> stuck;
+    for (int rank = 0; rank < size; ++rank) {
+      if (!board->done[rank]) stuck.push_back(rank);
+    }
+    return stuck;
+  };
+  std::vector<int> late;
+  {
+    std::unique_lock<std::mutex> lock(board->mutex);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    if (!board->finished.wait_until(lock, deadline, [&] { return board->running == 0; })) {
+      late = stuck_ranks();
+    }
+  }
+  if (!late.empty()) {
+    if (wake) wake(late);
+    std::unique_lock<std::mutex> lock(board->mutex);
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(wake_grace_ms);
+    if (!board->finished.wait_until(lock, grace, [&] { return board->running == 0; })) {
+      std::string names;
+      for (int rank : stuck_ranks()) names += (names.empty() ? "" : ", ") + std::to_string(rank);
+      std::fprintf(stderr,
+                   "FAILED: rank(s) %s of %d did not finish within %d ms%s; exiting, since a "
+                   "thread cannot be stopped\n",
+                   names.c_str(), size, timeout_ms,
+                   wake ? " and did not return after being woken" : "");
+      std::fflush(stderr);
+      _exit(1);
+    }
   }
   for (auto& t : threads) t.join();
+  std::vector<std::string> results = std::move(board->results);
+  for (int rank : late) {
+    results[rank] = "did not finish within " + std::to_string(timeout_ms) + " ms" +
+                    (wake ? " (woken; then returned: " +
+                                (results[rank].empty() ? std::string("success") : results[rank]) +
+                                ")"
+                          : std::string());
+  }
   return results;
 }
 
