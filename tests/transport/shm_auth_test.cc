@@ -1,5 +1,5 @@
 // Authentication of the shm transport's handshake: ranks prove to each other that they hold the
-// communicator's secret (challenge-response, transport/shm/wire.h), so a process that only
+// communicator's secret (challenge-response, transport/handshake.h), so a process that only
 // learned the abstract socket name -- any local user can list those -- cannot join, an impostor
 // listening at a published name is not trusted, and a refusal is logged and bounded in time while
 // the listener keeps serving the legitimate peer. Ranks are threads of this process; raw sockets
@@ -113,21 +113,15 @@ bool ClosedByPeer(int fd, int ms, std::string* reason) {
     if (n == 0) return true;
     if (n < 0 && errno == ECONNRESET) return true;
     if (n == static_cast<ssize_t>(sizeof(frame)) &&
-        frame.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
-      frame.reason[sizeof(frame.reason) - 1] = '\0';
-      *reason = frame.reason;
+        handshake::IsRefusal(kProtocol, frame.envelope)) {
+      *reason = handshake::ReasonOf(frame.envelope);
     }
   }
   return false;
 }
 
-HandshakeFrame Frame(FrameKind kind, int sender, int receiver) {
-  HandshakeFrame f;
-  f.kind = static_cast<uint16_t>(kind);
-  f.comm_id = kComm;
-  f.sender_rank = sender;
-  f.receiver_rank = receiver;
-  return f;
+HandshakeFrame Frame(handshake::Step step, int sender, int receiver) {
+  return testing::Frame(step, kComm, sender, receiver);
 }
 
 TEST_CASE("shm auth: ranks holding the same secret connect and move data", "[shm][auth]") {
@@ -190,7 +184,7 @@ TEST_CASE("shm auth: a listener that cannot prove the secret is not trusted", "[
   const std::string address = "braid-shm-impostor-" + std::to_string(getpid());
   Result<int> listen_fd = ListenAbstract(address);
   REQUIRE(listen_fd.ok());
-  std::atomic<bool> saw_confirm{false};
+  std::atomic<bool> saw_proof{false};
   std::thread impostor([&] {
     pollfd pfd{listen_fd.value(), POLLIN, 0};
     if (poll(&pfd, 1, static_cast<int>(kTestTimeoutMs)) <= 0) return;
@@ -198,15 +192,15 @@ TEST_CASE("shm auth: a listener that cannot prove the secret is not trusted", "[
     if (fd < 0) return;
     HandshakeFrame hello;
     if (RecvWithin(fd, &hello, 5000) == static_cast<ssize_t>(sizeof(hello))) {
-      HandshakeFrame accept = Frame(FrameKind::kAccept, 1, 0);
-      std::memset(accept.nonce, 0x11, sizeof(accept.nonce));
-      std::memset(accept.proof, 0x22, sizeof(accept.proof));
-      SendFrame(fd, &accept, sizeof(accept));
-      HandshakeFrame confirm;
-      if (RecvWithin(fd, &confirm, 5000) == static_cast<ssize_t>(sizeof(confirm))) {
-        saw_confirm = true;
-        HandshakeFrame welcome = Frame(FrameKind::kWelcome, 1, 0);
-        SendFrame(fd, &welcome, sizeof(welcome));
+      HandshakeFrame challenge = Frame(handshake::Step::kChallenge, 1, 0);
+      std::memset(challenge.envelope.nonce, 0x11, sizeof(challenge.envelope.nonce));
+      std::memset(challenge.envelope.proof, 0x22, sizeof(challenge.envelope.proof));
+      SendFrame(fd, &challenge, sizeof(challenge));
+      HandshakeFrame proof;
+      if (RecvWithin(fd, &proof, 5000) == static_cast<ssize_t>(sizeof(proof))) {
+        saw_proof = true;
+        HandshakeFrame accept = Frame(handshake::Step::kAccept, 1, 0);
+        SendFrame(fd, &accept, sizeof(accept));
       }
     }
     // Hold the socket until the dialer has judged us.
@@ -221,7 +215,7 @@ TEST_CASE("shm auth: a listener that cannot prove the secret is not trusted", "[
   auto took = std::chrono::steady_clock::now() - start;
   impostor.join();
   close(listen_fd.value());
-  CHECK(saw_confirm);
+  CHECK(saw_proof);
   REQUIRE_FALSE(c.ok());
   CHECK(c.status().code() == Code::kRemoteError);
   CHECK_THAT(c.status().message(), Catch::Contains("could not prove"));
@@ -253,20 +247,22 @@ TEST_CASE("shm auth: raw strangers are refused and the real pair still connects"
     REQUIRE(segment.ok());
     int fd = ConnectAbstract(address);
     REQUIRE(fd >= 0);
-    HandshakeFrame hello = Frame(FrameKind::kHello, 0, 1);
+    HandshakeFrame hello = Frame(handshake::Step::kHello, 0, 1);
     hello.segment_bytes = Segment::BytesFor(1 << 20);
     hello.ring_bytes = 1 << 20;
-    std::memset(hello.nonce, 0x33, sizeof(hello.nonce));
+    std::memset(hello.envelope.nonce, 0x33, sizeof(hello.envelope.nonce));
     REQUIRE(SendFrame(fd, &hello, sizeof(hello), memfd));
     close(memfd);
     HandshakeFrame answer;
     REQUIRE(RecvWithin(fd, &answer, 5000) == static_cast<ssize_t>(sizeof(answer)));
-    CHECK(answer.kind == static_cast<uint16_t>(FrameKind::kAccept));
+    CHECK(answer.envelope.step == static_cast<uint16_t>(handshake::Step::kChallenge));
     // Guess the proof: what a holder of the empty secret would send.
-    HandshakeFrame confirm = Frame(FrameKind::kConfirm, 0, 1);
-    auth::WriteProof(confirm.proof, "", crypto::ProofRole::kClient, AuthContext(kComm, 0, 1),
-                     auth::FieldBytes(hello.nonce), auth::FieldBytes(answer.nonce));
-    REQUIRE(SendFrame(fd, &confirm, sizeof(confirm)));
+    HandshakeFrame proof = Frame(handshake::Step::kProof, 0, 1);
+    handshake::WriteProof(proof.envelope.proof, "", crypto::ProofRole::kClient,
+                          handshake::ProofContext(kProtocol, kComm, 0, 1),
+                          handshake::FieldBytes(hello.envelope.nonce),
+                          handshake::FieldBytes(answer.envelope.nonce));
+    REQUIRE(SendFrame(fd, &proof, sizeof(proof)));
     CHECK(ClosedByPeer(fd, 5000, &reason));
     CHECK_THAT(reason, Catch::Contains("wrong secret"));
     close(fd);
@@ -278,28 +274,56 @@ TEST_CASE("shm auth: raw strangers are refused and the real pair still connects"
     REQUIRE(segment.ok());
     int fd = ConnectAbstract(address);
     REQUIRE(fd >= 0);
-    HandshakeFrame hello = Frame(FrameKind::kHello, 0, 1);
+    HandshakeFrame hello = Frame(handshake::Step::kHello, 0, 1);
     hello.segment_bytes = Segment::BytesFor(1 << 20);
     hello.ring_bytes = 1 << 20;
     REQUIRE(SendFrame(fd, &hello, sizeof(hello), memfd));
     close(memfd);
     HandshakeFrame answer;
     REQUIRE(RecvWithin(fd, &answer, 5000) == static_cast<ssize_t>(sizeof(answer)));
-    HandshakeFrame confirm = Frame(FrameKind::kConfirm, 0, 1);
-    std::memcpy(confirm.proof, answer.proof, sizeof(confirm.proof));
-    REQUIRE(SendFrame(fd, &confirm, sizeof(confirm)));
+    HandshakeFrame proof = Frame(handshake::Step::kProof, 0, 1);
+    std::memcpy(proof.envelope.proof, answer.envelope.proof, sizeof(proof.envelope.proof));
+    REQUIRE(SendFrame(fd, &proof, sizeof(proof)));
     CHECK(ClosedByPeer(fd, 5000, &reason));
     CHECK_THAT(reason, Catch::Contains("wrong secret"));
     close(fd);
   }
-  SECTION("a confirm without a hello first") {
+  SECTION("a proof without a hello first") {
     int fd = ConnectAbstract(address);
     REQUIRE(fd >= 0);
-    HandshakeFrame confirm = Frame(FrameKind::kConfirm, 0, 1);
-    REQUIRE(SendFrame(fd, &confirm, sizeof(confirm)));
+    HandshakeFrame proof = Frame(handshake::Step::kProof, 0, 1);
+    REQUIRE(SendFrame(fd, &proof, sizeof(proof)));
     CHECK(ClosedByPeer(fd, 5000, &reason));
-    CHECK_THAT(reason, Catch::Contains("unexpected frame kind"));
+    CHECK_THAT(reason, Catch::Contains("unexpected handshake step"));
     close(fd);
+  }
+  SECTION("a hello of another version is refused naming both versions") {
+    int memfd = -1;
+    Result<Segment> segment = Segment::Create(kComm, 0, 1, 1 << 20, &memfd);
+    REQUIRE(segment.ok());
+    int fd = ConnectAbstract(address);
+    REQUIRE(fd >= 0);
+    HandshakeFrame hello = Frame(handshake::Step::kHello, 0, 1);
+    hello.envelope.version = handshake::kVersion - 1;
+    hello.segment_bytes = Segment::BytesFor(1 << 20);
+    hello.ring_bytes = 1 << 20;
+    REQUIRE(SendFrame(fd, &hello, sizeof(hello), memfd));
+    close(memfd);
+    CHECK(ClosedByPeer(fd, 5000, &reason));
+    CHECK_THAT(reason, Catch::Contains("handshake version " +
+                                       std::to_string(handshake::kVersion - 1)));
+    close(fd);
+  }
+  SECTION("a hello with a bad magic gets no answer, only the close") {
+    int fd = ConnectAbstract(address);
+    REQUIRE(fd >= 0);
+    HandshakeFrame hello = Frame(handshake::Step::kHello, 0, 1);
+    hello.envelope.magic = 0xDEADBEEF;
+    REQUIRE(SendFrame(fd, &hello, sizeof(hello)));
+    CHECK(ClosedByPeer(fd, 5000, &reason));
+    CHECK(reason.empty());
+    close(fd);
+    CHECK_THAT(log.Text(), Catch::Contains("bad magic 0xdeadbeef"));
   }
 
   // Whatever the stranger did, the real pair connects and talks.

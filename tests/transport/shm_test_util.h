@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "transport/shm/shm_transport.h"
+#include "transport/shm/wire.h"
 
 namespace braid::transport::shm::testing {
 
@@ -130,6 +131,18 @@ inline std::string CheckPattern(const void* data, size_t bytes, int src, int dst
 
 inline std::string CheckPattern(const std::vector<uint8_t>& data, int src, int dst) {
   return CheckPattern(data.data(), data.size(), src, dst);
+}
+
+// A handshake frame of `step` from `sender` to `receiver` in communicator `comm_id`, as a peer of
+// this build would send it (the tests play strangers and forgers with it).
+inline HandshakeFrame Frame(handshake::Step step, uint64_t comm_id, int sender, int receiver) {
+  HandshakeFrame f;
+  f.envelope.magic = kProtocol.magic;
+  f.envelope.step = static_cast<uint16_t>(step);
+  f.envelope.comm_id = comm_id;
+  f.envelope.sender_rank = sender;
+  f.envelope.receiver_rank = receiver;
+  return f;
 }
 
 }  // namespace braid::transport::shm::testing

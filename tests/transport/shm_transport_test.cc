@@ -469,8 +469,8 @@ bool ClosedByPeer(int fd, int ms, std::string* reason) {
     ssize_t n = recv(fd, &frame, sizeof(frame), MSG_DONTWAIT);
     if (n == 0) return true;
     if (n == static_cast<ssize_t>(sizeof(frame)) &&
-        frame.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
-      *reason = frame.reason;
+        handshake::IsRefusal(kProtocol, frame.envelope)) {
+      *reason = handshake::ReasonOf(frame.envelope);
       continue;
     }
     if (n < 0 && errno != EAGAIN) return errno == ECONNRESET;
@@ -505,10 +505,7 @@ TEST_CASE("shm: strangers are refused and the real peers still connect", "[shm]"
   CHECK(listener.rfind("braid-shm-c0ffee-r1-", 0) == 0);
 
   auto hello = [] {
-    HandshakeFrame f;
-    f.comm_id = 0xC0FFEE;
-    f.sender_rank = 0;
-    f.receiver_rank = 1;
+    HandshakeFrame f = Frame(handshake::Step::kHello, 0xC0FFEE, 0, 1);
     f.segment_bytes = Segment::BytesFor(1 << 20);
     f.ring_bytes = 1 << 20;
     return f;
@@ -543,24 +540,29 @@ TEST_CASE("shm: strangers are refused and the real peers still connect", "[shm]"
     const char garbage[] = "GET / HTTP/1.0\r\n\r\nxxxxxxxxxx";
     return send(fd, garbage, sizeof(garbage), MSG_NOSIGNAL) > 0;
   });
+  add("bad magic", false, [&](int fd) {
+    HandshakeFrame f = hello();
+    f.envelope.magic = 0x12345678;
+    return SendWithFd(fd, f, memfd);
+  });
   add("wrong comm_id", true, [&](int fd) {
     HandshakeFrame f = hello();
-    f.comm_id = 0xBAD;
+    f.envelope.comm_id = 0xBAD;
     return SendWithFd(fd, f, memfd);
   });
   add("wrong version", true, [&](int fd) {
     HandshakeFrame f = hello();
-    f.version = kWireVersion + 1;
+    f.envelope.version = handshake::kVersion + 1;
     return SendWithFd(fd, f, memfd);
   });
   add("wrong receiver", true, [&](int fd) {
     HandshakeFrame f = hello();
-    f.receiver_rank = 7;
+    f.envelope.receiver_rank = 7;
     return SendWithFd(fd, f, memfd);
   });
   add("wrong sender", true, [&](int fd) {
     HandshakeFrame f = hello();
-    f.sender_rank = 1;  // a rank does not dial itself, nor do higher ranks dial lower ones
+    f.envelope.sender_rank = 1;  // a rank does not dial itself, nor do higher ranks dial lower ones
     return SendWithFd(fd, f, memfd);
   });
   add("no segment", true, [&](int fd) { return SendWithFd(fd, hello(), -1); });
@@ -586,13 +588,16 @@ TEST_CASE("shm: strangers are refused and the real peers still connect", "[shm]"
     INFO(s.what);
     std::string reason;
     if (s.what == "half a handshake, then gone") {
-      // Its hello was valid: it got an accept, then closed. The listener just drops it.
+      // Its hello was valid: it got a challenge, then closed. The listener just drops it.
       HandshakeFrame answer;
       CHECK(recv(s.fd, &answer, sizeof(answer), 0) == static_cast<ssize_t>(sizeof(answer)));
-      CHECK(answer.kind == static_cast<uint16_t>(FrameKind::kAccept));
+      CHECK(answer.envelope.step == static_cast<uint16_t>(handshake::Step::kChallenge));
     } else {
       CHECK(ClosedByPeer(s.fd, 5000, &reason));
       if (s.answered) CHECK_FALSE(reason.empty());
+      if (s.what == "garbage" || s.what == "bad magic") CHECK(reason.empty());
+      if (s.what == "wrong version") CHECK_THAT(reason, Catch::Contains("handshake version"));
+      if (s.what == "wrong comm_id") CHECK_THAT(reason, Catch::Contains("communicator id"));
     }
     close(s.fd);
   }

@@ -411,13 +411,39 @@ int DialRaw(const std::string& address) {
   return fd;
 }
 
-// True if the other side closes `fd` within `ms`, having sent nothing.
-bool ClosedByPeer(int fd, int ms) {
-  pollfd pfd{fd, POLLIN, 0};
-  if (poll(&pfd, 1, ms) <= 0) return false;
-  char byte;
-  ssize_t n = recv(fd, &byte, 1, 0);
-  return n == 0 || (n < 0 && errno == ECONNRESET);
+// A handshake frame of `step` from `sender` to `receiver` in communicator `comm_id`, as a peer of
+// this build would send it.
+HandshakeFrame Frame(handshake::Step step, uint64_t comm_id, int sender, int receiver) {
+  HandshakeFrame f;
+  f.magic = kProtocol.magic;
+  f.step = static_cast<uint16_t>(step);
+  f.comm_id = comm_id;
+  f.sender_rank = sender;
+  f.receiver_rank = receiver;
+  return f;
+}
+
+// True if the other side closes `fd` within `ms`, having sent nothing but (at most) one whole
+// refusal, whose reason lands in `*reason` (left empty when none came).
+bool ClosedByPeer(int fd, int ms, std::string* reason = nullptr) {
+  HandshakeFrame frame;
+  size_t got = 0;
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, ms) <= 0) return false;
+    // Past a whole frame, only the end of the stream may come (a 1-byte read must see it).
+    const size_t want = got < sizeof(frame) ? sizeof(frame) - got : 1;
+    char* into = got < sizeof(frame) ? reinterpret_cast<char*>(&frame) + got : nullptr;
+    char extra;
+    ssize_t n = recv(fd, into != nullptr ? into : &extra, want, 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return got == 0 || got == sizeof(frame);
+    if (n < 0 || into == nullptr) return false;
+    got += static_cast<size_t>(n);
+    if (got == sizeof(frame)) {
+      if (!handshake::IsRefusal(kProtocol, frame)) return false;
+      if (reason != nullptr) *reason = handshake::ReasonOf(frame);
+    }
+  }
 }
 
 TEST_CASE("tcp: strangers are refused and the real peers still connect", "[tcp]") {
@@ -431,13 +457,14 @@ TEST_CASE("tcp: strangers are refused and the real peers still connect", "[tcp]"
     CHECK(send(fd, garbage, sizeof(garbage), MSG_NOSIGNAL) > 0);
     strangers.emplace_back("garbage", fd);
   }
-  auto hello = [] {
-    HandshakeFrame f;
-    f.comm_id = 0xC0FFEE;
-    f.sender_rank = 0;
-    f.receiver_rank = 1;
-    return f;
-  };
+  auto hello = [] { return Frame(handshake::Step::kHello, 0xC0FFEE, 0, 1); };
+  {
+    HandshakeFrame f = hello();
+    f.magic = 0x12345678;
+    int fd = DialRaw(listener);
+    CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
+    strangers.emplace_back("bad magic", fd);
+  }
   {
     HandshakeFrame f = hello();
     f.comm_id = 0xBAD;
@@ -447,7 +474,7 @@ TEST_CASE("tcp: strangers are refused and the real peers still connect", "[tcp]"
   }
   {
     HandshakeFrame f = hello();
-    f.version = kWireVersion + 1;
+    f.version = handshake::kVersion + 1;
     int fd = DialRaw(listener);
     CHECK(send(fd, &f, sizeof(f), MSG_NOSIGNAL) == sizeof(f));
     strangers.emplace_back("wrong version", fd);
@@ -476,10 +503,22 @@ TEST_CASE("tcp: strangers are refused and the real peers still connect", "[tcp]"
   int silent = DialRaw(listener);
   CHECK(silent >= 0);
 
+  // Who speaks the handshake is told why (read whole: the listener read their whole frame);
+  // strangers just see the close.
+  const std::vector<std::pair<std::string, std::string>> told = {
+      {"wrong comm_id", "communicator id 0xbad is not this communicator's"},
+      {"wrong receiver", "addressed to rank 7"},
+      {"wrong sender", "not a lower rank"},
+  };
   for (auto& [what, fd] : strangers) {
     INFO(what);
     REQUIRE(fd >= 0);
-    CHECK(ClosedByPeer(fd, 5000));
+    std::string reason;
+    CHECK(ClosedByPeer(fd, 5000, &reason));
+    for (const auto& [who, says] : told) {
+      if (who == what) CHECK_THAT(reason, Catch::Contains(says));
+    }
+    if (what == "garbage" || what == "bad magic") CHECK(reason.empty());
     close(fd);
   }
 
@@ -504,6 +543,8 @@ TEST_CASE("tcp: a connection from another communicator is refused at Connect", "
   CHECK(c.status().code() == Code::kRemoteError);
   CHECK_THAT(c.status().message(), Catch::Contains("rank 1"));
   CHECK_THAT(c.status().message(), Catch::Contains("refused"));
+  // The listener's reason travels in its refusal (transport/handshake.h).
+  CHECK_THAT(c.status().message(), Catch::Contains("communicator id"));
 }
 
 TEST_CASE("tcp: Abort wakes a blocked Wait and a blocked Connect", "[tcp]") {
@@ -750,33 +791,27 @@ TEST_CASE("tcp: a captured handshake replayed to the listener is refused", "[tcp
   // A legitimate dialer, done by hand so its bytes can be captured: hello, then proof.
   int fd = DialRaw(listener->LocalAddress());
   REQUIRE(fd >= 0);
-  HandshakeFrame hello;
-  hello.comm_id = comm;
-  hello.sender_rank = 0;
-  hello.receiver_rank = 2;
+  constexpr size_t kAuthBytes = handshake::kAuthBytes;
+  HandshakeFrame hello = Frame(handshake::Step::kHello, comm, 0, 2);
   const std::string client_nonce = crypto::NewNonce().value();
   std::memcpy(hello.nonce, client_nonce.data(), kAuthBytes);
   REQUIRE(SendFrame(fd, hello));
   HandshakeFrame challenge;
   REQUIRE(RecvFrame(fd, &challenge, 5000));
-  CHECK(challenge.kind == static_cast<uint16_t>(HandshakeKind::kChallenge));
+  CHECK(challenge.step == static_cast<uint16_t>(handshake::Step::kChallenge));
   const std::string server_nonce(reinterpret_cast<const char*>(challenge.nonce), kAuthBytes);
-  const std::string auth_context = AuthContext(comm, 0, 2);
+  const std::string auth_context = handshake::ProofContext(kProtocol, comm, 0, 2);
   crypto::Digest server_proof = crypto::ChallengeProof(secret, crypto::ProofRole::kServer,
                                                        auth_context, client_nonce, server_nonce);
   CHECK(std::memcmp(challenge.proof, server_proof.data(), kAuthBytes) == 0);
-  HandshakeFrame proof;
-  proof.kind = static_cast<uint16_t>(HandshakeKind::kProof);
-  proof.comm_id = comm;
-  proof.sender_rank = 0;
-  proof.receiver_rank = 2;
+  HandshakeFrame proof = Frame(handshake::Step::kProof, comm, 0, 2);
   crypto::Digest client_proof = crypto::ChallengeProof(secret, crypto::ProofRole::kClient,
                                                        auth_context, client_nonce, server_nonce);
   std::memcpy(proof.proof, client_proof.data(), kAuthBytes);
   REQUIRE(SendFrame(fd, proof));
   HandshakeFrame answer;
   REQUIRE(RecvFrame(fd, &answer, 5000));
-  CHECK(answer.kind == static_cast<uint16_t>(HandshakeKind::kAccept));
+  CHECK(answer.step == static_cast<uint16_t>(handshake::Step::kAccept));
   close(fd);
   std::string captured(reinterpret_cast<const char*>(&hello), sizeof(hello));
   captured.append(reinterpret_cast<const char*>(&proof), sizeof(proof));
@@ -793,7 +828,8 @@ TEST_CASE("tcp: a captured handshake replayed to the listener is refused", "[tcp
   CHECK(std::memcmp(fresh_challenge.nonce, challenge.nonce, kAuthBytes) != 0);
   HandshakeFrame verdict;
   REQUIRE(RecvFrame(replay, &verdict, 5000));
-  CHECK(verdict.kind == static_cast<uint16_t>(HandshakeKind::kRefuse));
+  CHECK(verdict.step == static_cast<uint16_t>(handshake::Step::kRefuse));
+  CHECK_THAT(handshake::ReasonOf(verdict), Catch::Contains("wrong secret"));
   CHECK(ClosedByPeer(replay, 5000));
   close(replay);
 
@@ -818,20 +854,11 @@ TEST_CASE("tcp: a listener that cannot prove the secret is not trusted", "[tcp][
     if (c < 0) return;
     HandshakeFrame hello;
     if (RecvFrame(c, &hello, 5000)) {
-      HandshakeFrame challenge;
-      challenge.kind = static_cast<uint16_t>(HandshakeKind::kChallenge);
-      challenge.comm_id = hello.comm_id;
-      challenge.sender_rank = 1;
-      challenge.receiver_rank = 0;
-      std::memset(challenge.proof, 0x5a, kAuthBytes);
+      HandshakeFrame challenge = Frame(handshake::Step::kChallenge, hello.comm_id, 1, 0);
+      std::memset(challenge.proof, 0x5a, handshake::kAuthBytes);
       HandshakeFrame proof;
       if (SendFrame(c, challenge) && RecvFrame(c, &proof, 5000)) {
-        HandshakeFrame accept_frame;
-        accept_frame.kind = static_cast<uint16_t>(HandshakeKind::kAccept);
-        accept_frame.comm_id = hello.comm_id;
-        accept_frame.sender_rank = 1;
-        accept_frame.receiver_rank = 0;
-        SendFrame(c, accept_frame);
+        SendFrame(c, Frame(handshake::Step::kAccept, hello.comm_id, 1, 0));
       }
     }
     ClosedByPeer(c, 5000);

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/logging.h"
-#include "transport/auth_handshake.h"
+#include "transport/handshake.h"
 #include "transport/link_stash.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/segment.h"
@@ -70,23 +70,16 @@ std::string GoneListener(const std::string& address, int tries) {
   return "";
 }
 
-// What is wrong with the size of a received frame of `n` bytes, or "". A braid frame of another
-// size is named by its version, which every version keeps at the same place.
+// What is wrong with the size of a received frame of `n` bytes, or "" (handshake::CheckSize
+// names a frame of another size by its version). `truncated`: it, or its descriptors, did not fit.
 std::string CheckSize(const HandshakeFrame& frame, ssize_t n, bool truncated) {
-  if (static_cast<size_t>(n) == sizeof(frame) && !truncated) return "";
-  if (static_cast<size_t>(n) >= kHandshakePrefixBytes && frame.magic == kHandshakeMagic &&
-      frame.version != kWireVersion) {
-    return "peer speaks shm wire version " + std::to_string(frame.version) +
-           ", this build speaks " + std::to_string(kWireVersion);
+  std::string why =
+      handshake::CheckSize(kProtocol, frame.envelope, static_cast<size_t>(n), sizeof(frame));
+  if (why.empty() && truncated) {
+    why = "a frame longer than a handshake frame (" + std::to_string(sizeof(frame)) +
+          " bytes), or with more than one descriptor";
   }
-  return "a frame of " + std::to_string(n) + " bytes (a handshake frame has " +
-         std::to_string(sizeof(frame)) + ")";
-}
-
-std::string Hex(uint64_t value) {
-  std::ostringstream out;
-  out << "0x" << std::hex << value;
-  return out.str();
+  return why;
 }
 
 bool ValidRingBytes(uint64_t bytes) {
@@ -106,42 +99,6 @@ void NoteNoCrossMemory(int rank, int peer, const std::string& why, bool matters)
   }
 }
 
-// What is wrong with `frame`, or "" if it is a valid frame of `kind` from `expected_sender`
-// (any lower rank when < 0) to `rank` in communicator `comm_id`.
-std::string CheckFrame(const HandshakeFrame& frame, FrameKind kind, uint64_t comm_id, int rank,
-                       int size, int expected_sender) {
-  if (frame.magic != kHandshakeMagic) {
-    return "bad magic " + Hex(frame.magic) + " (not a braid shm peer)";
-  }
-  if (frame.version != kWireVersion) {
-    return "peer speaks shm wire version " + std::to_string(frame.version) +
-           ", this build speaks " + std::to_string(kWireVersion);
-  }
-  if (frame.kind != static_cast<uint16_t>(kind)) {
-    return "unexpected frame kind " + std::to_string(frame.kind) + " (expected " +
-           std::to_string(static_cast<int>(kind)) + ")";
-  }
-  if (frame.comm_id != comm_id) {
-    return "communicator id " + Hex(frame.comm_id) + " is not this communicator's (" +
-           Hex(comm_id) + ")";
-  }
-  if (frame.receiver_rank != rank) {
-    return "frame addressed to rank " + std::to_string(frame.receiver_rank) + ", this is rank " +
-           std::to_string(rank);
-  }
-  if (expected_sender >= 0) {
-    if (frame.sender_rank != expected_sender) {
-      return "frame from rank " + std::to_string(frame.sender_rank) + ", expected rank " +
-             std::to_string(expected_sender);
-    }
-  } else if (frame.sender_rank < 0 || frame.sender_rank >= rank || frame.sender_rank >= size) {
-    return "sender rank " + std::to_string(frame.sender_rank) +
-           " is not a lower rank of this communicator of size " + std::to_string(size) +
-           " (the lower rank of a pair dials)";
-  }
-  return "";
-}
-
 // A handshaken link waiting for (or handed to) Connect.
 struct Link {
   int socket = -1;
@@ -154,12 +111,11 @@ struct Link {
 
 // An accepted socket whose handshake is in progress (control thread only).
 struct PendingHandshake {
+  explicit PendingHandshake(handshake::Party self) : listener(std::move(self)) {}
   int fd = -1;
   int64_t deadline_ns = 0;
-  bool hello_done = false;  // accept sent, waiting for the confirm
-  int sender = -1;
-  std::string client_nonce;  // the dialer's, from its hello
-  std::string server_nonce;  // ours, sent in the accept
+  bool hello_done = false;  // challenge sent, waiting for the proof
+  handshake::Listener listener;
   Link link;
 };
 
@@ -193,6 +149,11 @@ struct ShmTransport::State {
   std::vector<PendingHandshake> handshakes;
 
   bool CopyOnceMatters() const { return options.cross_process_copy_bytes != kNeverCopyOnce; }
+
+  // This rank's side of every handshake.
+  handshake::Party Party() const {
+    return {kProtocol, context.comm_id, rank, context.size, context.secret};
+  }
 
   std::string Where(const std::string& what) const {
     return "rank " + std::to_string(rank) + ": shm transport: " + what;
@@ -255,7 +216,7 @@ struct ShmTransport::State {
         if (i < polled && fds[index + i].revents != 0) finished = OnHandshakeReadable(hs);
         if (!finished && now >= hs.deadline_ns) {
           Refuse(hs, "no handshake within " + std::to_string(options.handshake_timeout_ms) + " ms",
-                 false);
+                 nullptr);
           finished = true;
         }
         if (!finished) still.push_back(std::move(hs));
@@ -281,22 +242,21 @@ struct ShmTransport::State {
         }
         return;
       }
-      PendingHandshake hs;
+      PendingHandshake hs(Party());
       hs.fd = fd;
       hs.deadline_ns = NowNs() + options.handshake_timeout_ms * 1000000;
       handshakes.push_back(std::move(hs));
     }
   }
 
-  void Refuse(PendingHandshake& hs, const std::string& why, bool answer) {
+  // Refuses the connection, first telling the sender of `frame` why when there is a frame and
+  // it speaks this handshake (a stranger just sees the close).
+  void Refuse(PendingHandshake& hs, const std::string& why, const HandshakeFrame* frame) {
     BRAID_LOG(kWarn, rank) << Where("refused a connection on @" + address + ": " + why);
-    if (answer) {
-      HandshakeFrame frame;
-      frame.kind = static_cast<uint16_t>(FrameKind::kRefuse);
-      frame.comm_id = context.comm_id;
-      frame.sender_rank = rank;
-      std::strncpy(frame.reason, why.c_str(), sizeof(frame.reason) - 1);
-      (void)SendFrame(hs.fd, &frame, sizeof(frame));
+    if (frame != nullptr && handshake::SpeaksProtocol(kProtocol, frame->envelope)) {
+      HandshakeFrame refusal;
+      hs.listener.WriteRefusal(why, frame->envelope, &refusal.envelope);
+      (void)SendFrame(hs.fd, &refusal, sizeof(refusal));
     }
     ::close(hs.fd);
     hs.fd = -1;
@@ -324,16 +284,16 @@ struct ShmTransport::State {
         DropProbe(hs);
       } else {
         Refuse(hs, n == 0 ? "closed before completing the handshake" : std::strerror(errno),
-               false);
+               nullptr);
       }
       return true;
     }
-    const bool speaks_braid =
-        static_cast<size_t>(n) >= sizeof(uint32_t) && frame.magic == kHandshakeMagic;
+    // Only a frame whose magic arrived is answered with a refusal.
+    const HandshakeFrame* answerable =
+        static_cast<size_t>(n) >= sizeof(uint32_t) ? &frame : nullptr;
     std::string why = CheckSize(frame, n, truncated);
     if (!hs.hello_done) {
-      if (why.empty())
-        why = CheckFrame(frame, FrameKind::kHello, context.comm_id, rank, context.size, -1);
+      if (why.empty()) why = hs.listener.OnHello(frame.envelope);
       if (why.empty() && passed < 0) why = "no segment descriptor attached to the hello";
       if (why.empty() && !ValidRingBytes(frame.ring_bytes)) {
         why = "ring size " + std::to_string(frame.ring_bytes) +
@@ -343,31 +303,29 @@ struct ShmTransport::State {
       if (why.empty()) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!aborted.ok()) why = "this transport was aborted";
-        if (claimed.count(frame.sender_rank) != 0) {
-          why = "rank " + std::to_string(frame.sender_rank) + " is already connected";
+        if (claimed.count(hs.listener.peer()) != 0) {
+          why = "rank " + std::to_string(hs.listener.peer()) + " is already connected";
         }
       }
       if (!why.empty()) {
         if (passed >= 0) ::close(passed);
-        Refuse(hs, why, speaks_braid);
+        Refuse(hs, why, answerable);
         return true;
       }
+      const int sender = hs.listener.peer();
       Result<Segment> segment = Segment::Attach(passed, frame.segment_bytes, context.comm_id,
-                                                frame.sender_rank, rank, frame.ring_bytes);
+                                                sender, rank, frame.ring_bytes);
       ::close(passed);  // the mapping keeps the memory
       if (!segment.ok()) {
-        Refuse(hs, segment.status().message(), true);
+        Refuse(hs, segment.status().message(), &frame);
         return true;
       }
       HandshakeFrame answer;
-      Result<std::string> nonce = auth::NewNonce(answer.nonce);
-      if (!nonce.ok()) {
-        Refuse(hs, nonce.status().message(), true);
+      Status challenged = hs.listener.WriteChallenge(&answer.envelope);
+      if (!challenged.ok()) {
+        Refuse(hs, challenged.message(), &frame);
         return true;
       }
-      hs.sender = frame.sender_rank;
-      hs.client_nonce = auth::FieldBytes(frame.nonce);
-      hs.server_nonce = std::move(nonce).value();
       hs.link.segment = std::move(segment).value();
       hs.link.peer_pid = PeerPid(hs.fd);
       hs.link.same_process =
@@ -379,63 +337,39 @@ struct ShmTransport::State {
             hs.link.same_process ||
             ProbeRead(hs.link.peer_pid, frame.probe_address, frame.process_token, &probe_error);
         if (!hs.link.we_read_peer) {
-          NoteNoCrossMemory(rank, hs.sender, probe_error, CopyOnceMatters());
+          NoteNoCrossMemory(rank, sender, probe_error, CopyOnceMatters());
         }
       }
-      answer.kind = static_cast<uint16_t>(FrameKind::kAccept);
-      answer.comm_id = context.comm_id;
-      answer.sender_rank = rank;
-      answer.receiver_rank = hs.sender;
       answer.process_token = ProcessToken();
       answer.probe_address = ProbeAddress();
       answer.flags = hs.link.we_read_peer ? kCanReadYou : 0;
-      auth::WriteProof(answer.proof, context.secret, crypto::ProofRole::kServer,
-                       AuthContext(context.comm_id, hs.sender, rank), hs.client_nonce,
-                       hs.server_nonce);
       if (!SendFrame(hs.fd, &answer, sizeof(answer))) {
-        Refuse(hs, std::string("could not answer the hello: ") + std::strerror(errno), false);
+        Refuse(hs, std::string("could not answer the hello: ") + std::strerror(errno), nullptr);
         return true;
       }
       hs.hello_done = true;
       return false;
     }
-    if (why.empty()) {
-      why = CheckFrame(frame, FrameKind::kConfirm, context.comm_id, rank, context.size, hs.sender);
-    }
+    // A wrong proof of a well-formed frame is answered too (Refuse), so that the dialer's
+    // Connect can say "different secrets".
+    if (why.empty()) why = hs.listener.OnProof(frame.envelope, nullptr);
     if (passed >= 0) {
       ::close(passed);
-      if (why.empty()) why = "unexpected descriptor attached to the confirm";
+      if (why.empty()) why = "unexpected descriptor attached to the proof";
     }
-    if (!why.empty()) {
-      Refuse(hs, why, speaks_braid);
-      return true;
-    }
-    if (!auth::ProofMatches(frame.proof, context.secret, crypto::ProofRole::kClient,
-                            AuthContext(context.comm_id, hs.sender, rank), hs.client_nonce,
-                            hs.server_nonce)) {
-      // Told (kRefuse) before the close, so that its Connect can say "different secrets".
-      Refuse(hs,
-             "wrong secret: the peer claiming to be rank " + std::to_string(hs.sender) +
-                 " does not prove it holds this communicator's secret (a stranger, or ranks "
-                 "given different secrets)",
-             true);
-      return true;
-    }
-    {
+    if (why.empty()) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!aborted.ok()) why = "this transport was aborted";
     }
     if (!why.empty()) {
-      Refuse(hs, why, true);
+      Refuse(hs, why, answerable);
       return true;
     }
-    HandshakeFrame welcome;
-    welcome.kind = static_cast<uint16_t>(FrameKind::kWelcome);
-    welcome.comm_id = context.comm_id;
-    welcome.sender_rank = rank;
-    welcome.receiver_rank = hs.sender;
-    if (!SendFrame(hs.fd, &welcome, sizeof(welcome))) {
-      Refuse(hs, std::string("could not welcome the peer: ") + std::strerror(errno), false);
+    const int sender = hs.listener.peer();
+    HandshakeFrame accept;
+    hs.listener.WriteAccept(&accept.envelope);
+    if (!SendFrame(hs.fd, &accept, sizeof(accept))) {
+      Refuse(hs, std::string("could not accept the peer: ") + std::strerror(errno), nullptr);
       return true;
     }
     hs.link.peer_reads_us = options.cross_memory && (frame.flags & kCanReadYou) != 0;
@@ -443,16 +377,16 @@ struct ShmTransport::State {
     hs.fd = -1;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      auto it = stash.find(hs.sender);
+      auto it = stash.find(sender);
       if (it != stash.end()) {
         // The peer dialed again (its earlier Connect gave up): the newer link is the live one.
-        BRAID_LOG(kWarn, rank) << Where("rank " + std::to_string(hs.sender) +
+        BRAID_LOG(kWarn, rank) << Where("rank " + std::to_string(sender) +
                                         " connected again before the first link was used; "
                                         "keeping the newer one");
         ::close(it->second.socket);
         stash.erase(it);
       }
-      stash.emplace(hs.sender, std::move(hs.link));
+      stash.emplace(sender, std::move(hs.link));
     }
     stash_cv.notify_all();
     return true;
@@ -579,10 +513,6 @@ struct ShmTransport::State {
       }
       std::string why = CheckSize(frame, n, truncated);
       if (!why.empty()) return refused(why);
-      if (frame.magic == kHandshakeMagic && frame.version == kWireVersion &&
-          frame.kind == static_cast<uint16_t>(FrameKind::kRefuse)) {
-        frame.reason[sizeof(frame.reason) - 1] = '\0';
-      }
       return frame;
     }
   }
@@ -654,15 +584,12 @@ struct ShmTransport::State {
       return fail(
           segment.status().WithContext(Where("connecting to rank " + std::to_string(peer))));
     HandshakeFrame hello;
-    Result<std::string> client_nonce = auth::NewNonce(hello.nonce);
-    if (!client_nonce.ok()) {
+    handshake::Dialer dialer(Party(), peer);
+    Status said = dialer.WriteHello(&hello.envelope);
+    if (!said.ok()) {
       ::close(memfd);
-      return fail(client_nonce.status());
+      return fail(said);
     }
-    hello.kind = static_cast<uint16_t>(FrameKind::kHello);
-    hello.comm_id = context.comm_id;
-    hello.sender_rank = rank;
-    hello.receiver_rank = peer;
     hello.process_token = ProcessToken();
     hello.probe_address = ProbeAddress();
     hello.segment_bytes = Segment::BytesFor(options.ring_bytes);
@@ -675,79 +602,47 @@ struct ShmTransport::State {
       return fail(
           Status::RemoteError(who + " dropped the shm handshake: " + std::strerror(send_errno)));
     }
-    auto refused_by = [&](const HandshakeFrame& frame) {
-      return Status::RemoteError(who + " refused the shm handshake: " + frame.reason);
-    };
-    auto is_refusal = [&](const HandshakeFrame& frame) {
-      return frame.magic == kHandshakeMagic && frame.version == kWireVersion &&
-             frame.kind == static_cast<uint16_t>(FrameKind::kRefuse);
-    };
-    // The accept: the acceptor's challenge and its proof, judged only after ours was.
-    Result<HandshakeFrame> answer = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
-    if (!answer.ok()) return fail(answer.status());
-    if (is_refusal(answer.value())) return fail(refused_by(answer.value()));
-    std::string why =
-        CheckFrame(answer.value(), FrameKind::kAccept, context.comm_id, rank, context.size, peer);
-    if (!why.empty()) {
-      return fail(Status::RemoteError(who + " refused the shm handshake: " + why +
+    // Ends the handshake as it was judged, unless it goes on.
+    auto judged = [&](const handshake::Dialer::Verdict& verdict) {
+      if (verdict.outcome == handshake::Dialer::Outcome::kAuthFailed) {
+        return auth_failed(verdict.why);
+      }
+      return fail(Status::RemoteError(who + " refused the shm handshake: " + verdict.why +
                                       " (wrong address, communicator or build? see its log)"));
-    }
-    const std::string auth_context = AuthContext(context.comm_id, rank, peer);
-    const std::string server_nonce = auth::FieldBytes(answer.value().nonce);
-    const bool acceptor_proved =
-        auth::ProofMatches(answer.value().proof, context.secret, crypto::ProofRole::kServer,
-                           auth_context, client_nonce.value(), server_nonce);
+    };
+    // The challenge: the acceptor's nonce and its proof, judged only after ours was.
+    Result<HandshakeFrame> challenge = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
+    if (!challenge.ok()) return fail(challenge.status());
+    HandshakeFrame proof;
+    handshake::Dialer::Verdict verdict = dialer.OnChallenge(challenge.value().envelope,
+                                                            &proof.envelope);
+    if (verdict.outcome != handshake::Dialer::Outcome::kContinue) return judged(verdict);
     Link link;
     link.segment = std::move(segment).value();
     link.peer_pid = PeerPid(fd);
     link.same_process =
-        answer.value().process_token == ProcessToken() && link.peer_pid == ::getpid();
+        challenge.value().process_token == ProcessToken() && link.peer_pid == ::getpid();
     if (options.cross_memory) {
       std::string probe_error;
       link.we_read_peer =
-          link.same_process || ProbeRead(link.peer_pid, answer.value().probe_address,
-                                         answer.value().process_token, &probe_error);
+          link.same_process || ProbeRead(link.peer_pid, challenge.value().probe_address,
+                                         challenge.value().process_token, &probe_error);
       if (!link.we_read_peer) NoteNoCrossMemory(rank, peer, probe_error, CopyOnceMatters());
-      link.peer_reads_us = (answer.value().flags & kCanReadYou) != 0;
+      link.peer_reads_us = (challenge.value().flags & kCanReadYou) != 0;
     }
-    HandshakeFrame confirm;
-    confirm.kind = static_cast<uint16_t>(FrameKind::kConfirm);
-    confirm.comm_id = context.comm_id;
-    confirm.sender_rank = rank;
-    confirm.receiver_rank = peer;
-    confirm.process_token = ProcessToken();
-    confirm.probe_address = ProbeAddress();
-    confirm.flags = link.we_read_peer ? kCanReadYou : 0;
-    auth::WriteProof(confirm.proof, context.secret, crypto::ProofRole::kClient, auth_context,
-                     client_nonce.value(), server_nonce);
-    if (!SendFrame(fd, &confirm, sizeof(confirm))) {
+    proof.process_token = ProcessToken();
+    proof.probe_address = ProbeAddress();
+    proof.flags = link.we_read_peer ? kCanReadYou : 0;
+    if (!SendFrame(fd, &proof, sizeof(proof))) {
       hung_up = errno == EPIPE || errno == ECONNRESET;
       return fail(
           Status::RemoteError(who + " dropped the shm handshake: " + std::strerror(errno)));
     }
-    // The verdict on our proof; the link is up only once it is a welcome.
-    Result<HandshakeFrame> verdict = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
-    if (!verdict.ok()) return fail(verdict.status());
-    if (is_refusal(verdict.value())) {
-      if (!acceptor_proved) {
-        return auth_failed(
-            "the two ranks hold different secrets: it refused this rank's proof of the "
-            "communicator's secret and could not prove its own (a rank of another job on that "
-            "address?)");
-      }
-      return fail(refused_by(verdict.value()));
-    }
-    why = CheckFrame(verdict.value(), FrameKind::kWelcome, context.comm_id, rank, context.size,
-                     peer);
-    if (!why.empty()) {
-      return fail(Status::RemoteError(who + " refused the shm handshake: " + why +
-                                      " (wrong address, communicator or build? see its log)"));
-    }
-    if (!acceptor_proved) {
-      return auth_failed(
-          "it could not prove that it holds this communicator's secret (an impostor, or a rank "
-          "of another job on that address)");
-    }
+    // The verdict on our proof; the link is up only once it is an accept.
+    Result<HandshakeFrame> answer = AwaitFrame(fd, who, deadline, budget_ms, &hung_up);
+    if (!answer.ok()) return fail(answer.status());
+    verdict = dialer.OnAnswer(answer.value().envelope);
+    if (verdict.outcome != handshake::Dialer::Outcome::kContinue) return judged(verdict);
     link.socket = fd;
     return MakeConnection(peer, /*side=*/0, std::move(link));
   }

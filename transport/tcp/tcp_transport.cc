@@ -13,15 +13,15 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "core/logging.h"
 #include "core/net_interfaces.h"
-#include "transport/auth_handshake.h"
+#include "transport/handshake.h"
 #include "transport/link_stash.h"
 #include "transport/tcp/listener_probe.h"
 #include "transport/tcp/tcp_connection.h"
@@ -55,12 +55,6 @@ std::string EndpointText(const Tcp::endpoint& endpoint) {
   return host + ":" + std::to_string(endpoint.port());
 }
 
-std::string Hex(uint64_t value) {
-  std::ostringstream out;
-  out << "0x" << std::hex << value;
-  return out.str();
-}
-
 std::string Describe(const asio::error_code& ec) {
   if (ec == asio::error::eof) return "connection closed by the other side";
   return ec.message();
@@ -81,73 +75,40 @@ bool HungUp(const asio::error_code& ec) {
 
 // Reads one handshake frame into `*frame`: the prefix every version shares, then, if the prefix
 // is of this version, the rest. A prefix of another magic or version completes `done` at once so
-// that CheckFrame names the problem instead of waiting for bytes the peer will never send.
+// that the handshake names the problem instead of waiting for bytes the peer will never send.
 // `done(ec, bytes)` also gets how many bytes arrived, so that a connection closed before its first
 // byte (a liveness probe, listener_probe.h) can be told from a broken handshake. The caller keeps
 // `socket` and `frame` alive (its shared state is captured by `done`).
 template <typename Done>
 void ReadFrame(Tcp::socket& socket, HandshakeFrame* frame, Done done) {
   asio::async_read(
-      socket, asio::buffer(frame, kHandshakePrefixBytes),
+      socket, asio::buffer(frame, handshake::kPrefixBytes),
       [&socket, frame, done](const asio::error_code& ec, size_t prefix_bytes) {
-        if (ec || frame->magic != kHandshakeMagic || frame->version != kWireVersion) {
+        if (ec || !handshake::SpeaksProtocol(kProtocol, *frame) ||
+            frame->version != handshake::kVersion) {
           return done(ec, prefix_bytes);
         }
         asio::async_read(socket,
-                         asio::buffer(reinterpret_cast<uint8_t*>(frame) + kHandshakePrefixBytes,
-                                      sizeof(HandshakeFrame) - kHandshakePrefixBytes),
+                         asio::buffer(reinterpret_cast<uint8_t*>(frame) + handshake::kPrefixBytes,
+                                      sizeof(HandshakeFrame) - handshake::kPrefixBytes),
                          [done](const asio::error_code& rest_ec, size_t rest_bytes) {
-                           done(rest_ec, kHandshakePrefixBytes + rest_bytes);
+                           done(rest_ec, handshake::kPrefixBytes + rest_bytes);
                          });
       });
 }
 
-// What is wrong with `frame`, or "" if it is a valid frame of `kind` from `expected_sender`
-// (any lower rank when < 0) to `rank` in communicator `comm_id`.
-std::string CheckFrame(const HandshakeFrame& frame, HandshakeKind kind, uint64_t comm_id,
-                       int rank, int size, int expected_sender) {
-  if (frame.magic != kHandshakeMagic) {
-    return "bad magic " + Hex(frame.magic) + " (not a braid tcp peer)";
-  }
-  if (frame.version != kWireVersion) {
-    return "peer speaks wire version " + std::to_string(frame.version) + ", this build speaks " +
-           std::to_string(kWireVersion);
-  }
-  if (frame.kind != static_cast<uint16_t>(kind)) {
-    return "unexpected handshake kind " + std::to_string(frame.kind);
-  }
-  if (frame.comm_id != comm_id) {
-    return "handshake for communicator " + Hex(frame.comm_id) + ", this is communicator " +
-           Hex(comm_id);
-  }
-  if (frame.receiver_rank != rank) {
-    return "handshake addressed to rank " + std::to_string(frame.receiver_rank) +
-           ", this is rank " + std::to_string(rank);
-  }
-  if (expected_sender >= 0) {
-    if (frame.sender_rank != expected_sender) {
-      return "handshake from rank " + std::to_string(frame.sender_rank) + ", expected rank " +
-             std::to_string(expected_sender);
-    }
-  } else if (frame.sender_rank < 0 || frame.sender_rank >= rank || frame.sender_rank >= size) {
-    return "handshake claims to come from rank " + std::to_string(frame.sender_rank) +
-           ", which does not dial rank " + std::to_string(rank) + " (only lower ranks do)";
-  }
-  return "";
-}
-
 // A socket accepted by the listener, going through the handshake. io thread only.
 struct PendingHandshake {
-  explicit PendingHandshake(Tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+  PendingHandshake(Tcp::socket s, handshake::Party self)
+      : socket(std::move(s)), timer(socket.get_executor()), listener(std::move(self)) {}
   Tcp::socket socket;
   asio::steady_timer timer;
   std::string from;
+  handshake::Listener listener;
   HandshakeFrame hello;      // read
   HandshakeFrame challenge;  // written
   HandshakeFrame proof;      // read
   HandshakeFrame answer;     // written
-  std::string client_nonce;
-  std::string server_nonce;
 };
 
 // One Connect dialing a higher rank. The io thread owns `socket` until `done` completes OK;
@@ -161,12 +122,11 @@ struct ConnectAttempt {
   std::string address;
   int peer = -1;
   int retry_ms = kFirstRetryMs;
-  HandshakeFrame hello;      // written
-  HandshakeFrame challenge;  // read
-  HandshakeFrame proof;      // written
-  HandshakeFrame answer;     // read
-  std::string client_nonce;
-  bool listener_proved = false;  // the challenge carried a valid proof of the secret
+  std::optional<handshake::Dialer> dialer;  // made when the socket connects
+  HandshakeFrame hello;                     // written
+  HandshakeFrame challenge;                 // read
+  HandshakeFrame proof;                     // written
+  HandshakeFrame answer;                    // read
   // Since when every dial was refused (kGoneAfterRefusedMs); unset while dials get through.
   bool refused = false;
   std::chrono::steady_clock::time_point refused_since;
@@ -202,6 +162,11 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
 
   const TransportContext context;
   const int rank;
+
+  // This rank's side of every handshake.
+  handshake::Party Party() const {
+    return {kProtocol, context.comm_id, rank, context.size, context.secret};
+  }
   std::shared_ptr<asio::io_context> io;
   asio::executor_work_guard<asio::io_context::executor_type> work;
   // Moves the data of every connection made (tcp_connection.h); outlives the transport when
@@ -266,7 +231,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   void OnAccepted(Tcp::socket socket) {
-    auto hs = std::make_shared<PendingHandshake>(std::move(socket));
+    auto hs = std::make_shared<PendingHandshake>(std::move(socket), Party());
     asio::error_code ec;
     Tcp::endpoint remote = hs->socket.remote_endpoint(ec);
     hs->from = ec ? std::string("an unknown address") : EndpointText(remote);
@@ -292,16 +257,16 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
     hs->socket.close(ignored);
   }
 
-  // Refuses a peer that completed the protocol but failed authentication: it is told so (kRefuse)
-  // before the close, so its Connect can say "wrong secret" rather than "connection closed".
-  void RefuseWithAnswer(const std::shared_ptr<PendingHandshake>& hs, const std::string& why) {
+  // Refuses the sender of `frame`, telling it why (kRefuse) before the close when it speaks this
+  // handshake, so that its Connect names the cause (wrong secret, another communicator, ...)
+  // rather than "connection closed". A stranger just sees the close.
+  void RefuseWithAnswer(const std::shared_ptr<PendingHandshake>& hs, const std::string& why,
+                        const HandshakeFrame& frame) {
+    if (!handshake::SpeaksProtocol(kProtocol, frame)) return Refuse(hs, why);
     if (handshakes.erase(hs) == 0) return;
     BRAID_LOG(kWarn, rank) << "refused a tcp connection from " << hs->from << ": " << why;
     hs->timer.cancel();
-    hs->answer.kind = static_cast<uint16_t>(HandshakeKind::kRefuse);
-    hs->answer.comm_id = context.comm_id;
-    hs->answer.sender_rank = rank;
-    hs->answer.receiver_rank = hs->hello.sender_rank;
+    hs->listener.WriteRefusal(why, frame, &hs->answer);
     asio::async_write(hs->socket, asio::buffer(&hs->answer, sizeof(hs->answer)),
                       [hs](const asio::error_code&, size_t) {
                         asio::error_code ignored;
@@ -325,25 +290,14 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
       return;
     }
     if (ec) return Refuse(hs, "closed before completing the handshake (" + Describe(ec) + ")");
-    std::string why =
-        CheckFrame(hs->hello, HandshakeKind::kHello, context.comm_id, rank, context.size, -1);
+    std::string why = hs->listener.OnHello(hs->hello);
     if (why.empty()) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!aborted.ok()) why = "this transport was aborted";
     }
-    if (!why.empty()) return Refuse(hs, why);
-    Result<std::string> nonce = auth::NewNonce(hs->challenge.nonce);
-    if (!nonce.ok()) return Refuse(hs, nonce.status().message());
-    const int peer = hs->hello.sender_rank;
-    hs->client_nonce = auth::FieldBytes(hs->hello.nonce);
-    hs->server_nonce = std::move(nonce).value();
-    hs->challenge.kind = static_cast<uint16_t>(HandshakeKind::kChallenge);
-    hs->challenge.comm_id = context.comm_id;
-    hs->challenge.sender_rank = rank;
-    hs->challenge.receiver_rank = peer;
-    auth::WriteProof(hs->challenge.proof, context.secret, crypto::ProofRole::kServer,
-                     AuthContext(context.comm_id, peer, rank), hs->client_nonce,
-                     hs->server_nonce);
+    if (!why.empty()) return RefuseWithAnswer(hs, why, hs->hello);
+    Status challenged = hs->listener.WriteChallenge(&hs->challenge);
+    if (!challenged.ok()) return RefuseWithAnswer(hs, challenged.message(), hs->hello);
     asio::async_write(hs->socket, asio::buffer(&hs->challenge, sizeof(hs->challenge)),
                       [self = shared_from_this(), hs](const asio::error_code& write_ec, size_t) {
                         if (self->handshakes.count(hs) == 0) return;
@@ -366,28 +320,14 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
                             " left before proving it holds the communicator's secret (" +
                             Describe(ec) + ")");
     }
-    std::string why =
-        CheckFrame(hs->proof, HandshakeKind::kProof, context.comm_id, rank, context.size, peer);
-    if (!why.empty()) return Refuse(hs, why);
-    if (!auth::ProofMatches(hs->proof.proof, context.secret, crypto::ProofRole::kClient,
-                            AuthContext(context.comm_id, peer, rank), hs->client_nonce,
-                            hs->server_nonce)) {
-      return RefuseWithAnswer(
-          hs, "wrong secret: the peer claiming to be rank " + std::to_string(peer) +
-                  " does not prove it holds this communicator's secret (a rank of another job "
-                  "reusing this address, a replayed handshake, or ranks given different "
-                  "secrets)");
-    }
-    {
+    std::string why = hs->listener.OnProof(hs->proof, nullptr);
+    if (why.empty()) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!aborted.ok()) why = "this transport was aborted";
       if (claimed.count(peer) != 0) why = "rank " + std::to_string(peer) + " is already connected";
     }
-    if (!why.empty()) return Refuse(hs, why);
-    hs->answer.kind = static_cast<uint16_t>(HandshakeKind::kAccept);
-    hs->answer.comm_id = context.comm_id;
-    hs->answer.sender_rank = rank;
-    hs->answer.receiver_rank = hs->hello.sender_rank;
+    if (!why.empty()) return RefuseWithAnswer(hs, why, hs->proof);
+    hs->listener.WriteAccept(&hs->answer);
     asio::async_write(hs->socket, asio::buffer(&hs->answer, sizeof(hs->answer)),
                       [self = shared_from_this(), hs](const asio::error_code& write_ec, size_t) {
                         self->OnAnswered(hs, write_ec);
@@ -480,13 +420,9 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   void SendHello(const std::shared_ptr<ConnectAttempt>& a) {
-    Result<std::string> nonce = auth::NewNonce(a->hello.nonce);
-    if (!nonce.ok()) return FinishAttempt(a, nonce.status());
-    a->client_nonce = std::move(nonce).value();
-    a->hello.kind = static_cast<uint16_t>(HandshakeKind::kHello);
-    a->hello.comm_id = context.comm_id;
-    a->hello.sender_rank = rank;
-    a->hello.receiver_rank = a->peer;
+    a->dialer.emplace(Party(), a->peer);
+    Status hello = a->dialer->WriteHello(&a->hello);
+    if (!hello.ok()) return FinishAttempt(a, hello);
     asio::async_write(
         a->socket, asio::buffer(&a->hello, sizeof(a->hello)),
         [self = shared_from_this(), a](const asio::error_code& ec, size_t) {
@@ -499,24 +435,12 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   }
 
   // Answers the listener's challenge with our proof. Its own proof is noted and judged only after
-  // it has judged ours, so that with different secrets both sides log the refusal.
+  // it has judged ours (handshake.h), so that with different secrets both sides log the refusal.
   void OnChallenge(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
     if (a->done->Test()) return CloseAttempt(a);
     if (ec) return Broken(a, ec);
-    std::string why = CheckFrame(a->challenge, HandshakeKind::kChallenge, context.comm_id, rank,
-                                 context.size, a->peer);
-    if (!why.empty()) return Refused(a, why);
-    const std::string auth_context = AuthContext(context.comm_id, rank, a->peer);
-    const std::string server_nonce = auth::FieldBytes(a->challenge.nonce);
-    a->listener_proved =
-        auth::ProofMatches(a->challenge.proof, context.secret, crypto::ProofRole::kServer,
-                           auth_context, a->client_nonce, server_nonce);
-    a->proof.kind = static_cast<uint16_t>(HandshakeKind::kProof);
-    a->proof.comm_id = context.comm_id;
-    a->proof.sender_rank = rank;
-    a->proof.receiver_rank = a->peer;
-    auth::WriteProof(a->proof.proof, context.secret, crypto::ProofRole::kClient, auth_context,
-                     a->client_nonce, server_nonce);
+    const handshake::Dialer::Verdict verdict = a->dialer->OnChallenge(a->challenge, &a->proof);
+    if (verdict.outcome != handshake::Dialer::Outcome::kContinue) return Judged(a, verdict);
     asio::async_write(a->socket, asio::buffer(&a->proof, sizeof(a->proof)),
                       [self = shared_from_this(), a](const asio::error_code& write_ec, size_t) {
                         if (a->done->Test()) return self->CloseAttempt(a);
@@ -554,23 +478,19 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
   void OnAnswer(const std::shared_ptr<ConnectAttempt>& a, const asio::error_code& ec) {
     if (a->done->Test()) return CloseAttempt(a);
     if (ec) return Broken(a, ec);
-    if (a->answer.kind == static_cast<uint16_t>(HandshakeKind::kRefuse) &&
-        CheckFrame(a->answer, HandshakeKind::kRefuse, context.comm_id, rank, context.size,
-                   a->peer)
-            .empty()) {
-      return AuthFailed(a,
-                        "it refused this rank's proof of the communicator's secret: the two "
-                        "ranks hold different secrets (a rank of another job on that address?)");
+    Judged(a, a->dialer->OnAnswer(a->answer));
+  }
+
+  // Ends the attempt as the handshake judged it: up, refused, or failed authentication.
+  void Judged(const std::shared_ptr<ConnectAttempt>& a, const handshake::Dialer::Verdict& verdict) {
+    switch (verdict.outcome) {
+      case handshake::Dialer::Outcome::kContinue:
+        return FinishAttempt(a, Status::Ok());
+      case handshake::Dialer::Outcome::kRefused:
+        return Refused(a, verdict.why);
+      case handshake::Dialer::Outcome::kAuthFailed:
+        return AuthFailed(a, verdict.why);
     }
-    std::string why = CheckFrame(a->answer, HandshakeKind::kAccept, context.comm_id, rank,
-                                 context.size, a->peer);
-    if (!why.empty()) return Refused(a, why);
-    if (!a->listener_proved) {
-      return AuthFailed(a,
-                        "it could not prove that it holds this communicator's secret (an "
-                        "impostor, or a rank of another job on that address)");
-    }
-    FinishAttempt(a, Status::Ok());
   }
 
   // Closes everything the io thread owns, so that run() returns once the handlers drain.

@@ -11,58 +11,19 @@
 #include <string>
 #include <type_traits>
 
-#include "transport/auth_handshake.h"
+#include "transport/handshake.h"
 
 namespace braid::transport::tcp {
 
-constexpr uint32_t kHandshakeMagic = 0x48545242;  // "BRTH" in memory on little-endian hosts
-constexpr uint32_t kMessageMagic = 0x4d545242;    // "BRTM"
-// Version 2 added the challenge-response over the communicator's secret.
-constexpr uint16_t kWireVersion = 2;
+// The handshake that opens a connection is the transports' one (transport/handshake.h): the
+// dialer D is the lower rank, the listener L the higher; the frames are bare envelopes (tcp
+// needs nothing besides). L answers a frame that carries this magic with a refusal it can read,
+// and closes on a stranger. D counts the link as up only once kAccept arrives, so any refusal is
+// seen at Connect.
+constexpr handshake::Protocol kProtocol{"tcp", 0x48545242};  // "BRTH" in memory (little-endian)
+using HandshakeFrame = handshake::Envelope;
 
-// The handshake, dialer D (the lower rank) to listener L (the higher rank):
-//   D -> L  kHello      nonce = D's fresh nonce (cD)
-//   L -> D  kChallenge  nonce = L's fresh nonce (cL), proof = ChallengeProof(secret, kServer, ...)
-//   D -> L  kProof      proof = ChallengeProof(secret, kClient, ...)
-//   L -> D  kAccept     (or kRefuse when D's proof is wrong; L then closes)
-// Both proofs cover AuthContext(comm_id, D, L) and both nonces (transport/auth_handshake.h), so the
-// secret never travels, a captured handshake is worthless on another connection (L's nonce is
-// fresh), and neither side's proof can be reflected as the other's. D checks L's proof after its
-// own was judged, so a pair with different secrets is refused and logged on both sides. D counts
-// the link as up only once kAccept arrives, so any refusal is seen at Connect.
-enum class HandshakeKind : uint16_t {
-  kHello = 1,
-  kAccept = 2,
-  kChallenge = 3,
-  kProof = 4,
-  kRefuse = 5,
-};
-
-constexpr size_t kAuthBytes = auth::kAuthBytes;
-
-struct HandshakeFrame {
-  uint32_t magic = kHandshakeMagic;
-  uint16_t version = kWireVersion;
-  uint16_t kind = static_cast<uint16_t>(HandshakeKind::kHello);
-  uint64_t comm_id = 0;
-  int32_t sender_rank = -1;
-  int32_t receiver_rank = -1;
-  // --- kHandshakePrefixBytes: every version starts with the fields above ---
-  uint8_t nonce[kAuthBytes] = {};  // kHello, kChallenge
-  uint8_t proof[kAuthBytes] = {};  // kChallenge, kProof
-};
-// A frame is read prefix first, so a peer of another version is named at once instead of
-// waiting for bytes it will never send.
-constexpr size_t kHandshakePrefixBytes = 24;
-static_assert(offsetof(HandshakeFrame, nonce) == kHandshakePrefixBytes, "handshake prefix");
-static_assert(sizeof(HandshakeFrame) == 88, "handshake frame layout");
-static_assert(std::is_trivially_copyable<HandshakeFrame>::value, "sent as raw bytes");
-
-// The `context` both proofs of one link cover: the protocol, the communicator and who dials whom.
-inline std::string AuthContext(uint64_t comm_id, int dialer, int listener) {
-  return "braid-tcp/2 comm=" + std::to_string(comm_id) + " dialer=" + std::to_string(dialer) +
-         " listener=" + std::to_string(listener);
-}
+constexpr uint32_t kMessageMagic = 0x4d545242;  // "BRTM"
 
 // In front of every message; the payload (`bytes` bytes) follows immediately.
 struct MessageHeader {
