@@ -26,14 +26,14 @@ BraidWork::BraidWork(int rank, c10d::OpType type, const char* profiling_title,
           c10::ListType::create(c10::TensorType::get()))) {}
 
 void BraidWork::MarkDone(std::exception_ptr error) {
-  // The future first: DDP and comm hooks chain on it, and wait() returning must imply that the
-  // future's value is there too.
+  // The Work first, then the future: whoever sees the future done (DDP, comm hooks) then also
+  // sees isCompleted(); wait() waits for the future as well, so both orders of observation agree.
+  finish(error);
   if (error) {
     future_->setError(error);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
-  finish(error);
 }
 
 bool BraidWork::wait(std::chrono::milliseconds timeout) {
@@ -49,6 +49,8 @@ bool BraidWork::wait(std::chrono::milliseconds timeout) {
             "process group's timeout"));
   }
   if (exception_) std::rethrow_exception(exception_);
+  lock.unlock();
+  future_->wait();  // marked right after completed_ (MarkDone)
   return true;
 }
 
