@@ -4,7 +4,8 @@
 // the group a rank would sit in its send while its peer sits in its own); all-pairs exchanges;
 // transfers to self; groups mixing collectives and point-to-point with issue orders that differ
 // between ranks; nested groups; zero-count transfers; a size mismatch, which must fail rather
-// than hang; and long runs of small messages, which must arrive in order.
+// than hang; and long runs of small messages, which must arrive in order. Every thread case runs
+// over the default transports (shared memory) and over TCP.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace braid::testing {
 namespace {
@@ -52,33 +53,19 @@ std::string Check(const std::vector<int32_t>& got, int src, int dst, int salt = 
   return "";
 }
 
-braidUniqueId NewId() {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  return id;
+// Runs `body(comm, rank, n)` on every rank (threads) with a fresh communicator, once over the
+// default transports (shared memory between these ranks) and once over TCP.
+std::vector<std::string> OnThreads(int size, int timeout_ms, const CommBody& body) {
+  const char* transports = GENERATE(as<const char*>(), nullptr, "tcp");
+  CommJob job;
+  job.size = size;
+  job.config.timeoutMs = timeout_ms;
+  job.config.transports = transports;
+  CAPTURE(Describe(job));
+  return RunComms(job, body);
 }
 
-// Runs `body(comm, rank, n)` on every rank (threads) with a fresh communicator.
-template <typename Body>
-std::vector<std::string> OnThreads(int size, int timeout_ms, Body body) {
-  braidUniqueId id = NewId();
-  return RunThreads(size, [&](int rank, int n) -> std::string {
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.timeoutMs = timeout_ms;
-    braidComm_t comm = nullptr;
-    braidResult_t rc = braidCommInitRankConfig(&comm, n, id, rank, &config);
-    if (rc != braidSuccess) return Fail(nullptr, rc, "init");
-    std::string failure = body(comm, rank, n);
-    braidCommDestroy(comm);
-    return failure;
-  });
-}
-
-#define EXPECT_ALL_OK(results)        \
-  do {                                \
-    INFO(Failures(results));          \
-    CHECK(Failures(results).empty()); \
-  } while (0)
+#define EXPECT_ALL_OK(results) BRAID_CHECK_RANKS(results)
 
 constexpr size_t kLarge = (size_t{8} << 20) / sizeof(int32_t);  // 8 MiB of int32
 
@@ -337,27 +324,18 @@ TEST_CASE("1000 small messages arrive in order, blocking and in one group", "[p2
 }
 
 TEST_CASE("a ring exchange inside a group, ranks as processes", "[p2p][group][processes]") {
-  braidUniqueId id = NewId();
-  auto results = RunProcesses(
-      4,
-      [&](int rank, int n) -> std::string {
-        braidComm_t comm = nullptr;
-        braidResult_t rc = braidCommInitRank(&comm, n, id, rank);
-        if (rc != braidSuccess) return Fail(nullptr, rc, "init");
-        auto body = [&]() -> std::string {
-          const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-          std::vector<int32_t> out = Message(rank, next, kLarge), in(kLarge, -1);
-          TRY(braidGroupStart(), "group start");
-          TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
-          TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
-          TRY(braidGroupEnd(), "group end");
-          return Check(in, prev, rank);
-        };
-        std::string failure = body();
-        braidCommDestroy(comm);
-        return failure;
-      },
-      60000);
+  CommJob job;
+  job.size = 4;
+  job.ranks = Ranks::kProcesses;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<int32_t> out = Message(rank, next, kLarge), in(kLarge, -1);
+    TRY(braidGroupStart(), "group start");
+    TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
+    TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
+    TRY(braidGroupEnd(), "group end");
+    return Check(in, prev, rank);
+  });
   EXPECT_ALL_OK(results);
 }
 
