@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
+#include "tests/harness/communicator.h"
 #include "tests/harness/multi_rank.h"
 
 namespace {
@@ -26,11 +27,7 @@ bool Contains(const char* text, const std::string& needle) {
   return std::string(text).find(needle) != std::string::npos;
 }
 
-braidUniqueId NewId() {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  return id;
-}
+using braid::testing::NewId;
 
 braidComm_t SingleRankComm() {
   braidComm_t comm = nullptr;

@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace {
 
+using braid::testing::CommJob;
 using braid::testing::Failures;
-using braid::testing::RunProcesses;
+using braid::testing::NewId;
+using braid::testing::Ranks;
+using braid::testing::RunComms;
 using braid::testing::RunThreads;
 
 struct SplitRule {
@@ -89,6 +92,16 @@ std::string InitParent(const braidUniqueId& id, int rank, int size, braidComm_t*
   return "";
 }
 
+// The fixture's job for a parent of `size` ranks (InitParent's config).
+CommJob ParentJob(int size, Ranks ranks = Ranks::kThreads, const char* transports = nullptr) {
+  CommJob job;
+  job.size = size;
+  job.ranks = ranks;
+  job.config.timeoutMs = 60000;
+  job.config.transports = transports;
+  return job;
+}
+
 // `split_share`: the child's config.splitShare (BRAID_CONFIG_UNDEF_INT = environment's default).
 braidConfig_t ChildConfig(int split_share) {
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
@@ -112,12 +125,6 @@ std::string SplitAndCheck(braidComm_t parent, const SplitRule& rule, int rank, i
   return result;
 }
 
-braidUniqueId NewId() {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  return id;
-}
-
 const std::vector<std::pair<const char*, SplitRule>>& Rules() {
   static const std::vector<std::pair<const char*, SplitRule>> rules = {
       {"even/odd", {[](int r, int) { return r % 2; }, [](int r, int) { return r; }}},
@@ -134,16 +141,13 @@ const std::vector<std::pair<const char*, SplitRule>>& Rules() {
 
 TEST_CASE("split rules at 4 and 8 ranks, ranks as threads", "[split]") {
   const int size = GENERATE(4, 8);
-  braidUniqueId id = NewId();
-  auto results = RunThreads(size, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
+  auto results = RunComms(ParentJob(size), [&](braidComm_t parent, int rank, int n) -> std::string {
+    std::string failure;
     for (const auto& [name, rule] : Rules()) {
       if (!failure.empty()) break;
       failure = SplitAndCheck(parent, rule, rank, n);
       if (!failure.empty()) failure = std::string(name) + ": " + failure;
     }
-    if (parent) braidCommDestroy(parent);
     return failure;
   });
   CAPTURE(size);
@@ -152,24 +156,18 @@ TEST_CASE("split rules at 4 and 8 ranks, ranks as threads", "[split]") {
 }
 
 TEST_CASE("split in separate processes", "[split][processes]") {
-  braidUniqueId id = NewId();
-  auto results = RunProcesses(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (failure.empty()) failure = SplitAndCheck(parent, Rules()[0].second, rank, n);
+  auto results = RunComms(ParentJob(4, Ranks::kProcesses), [&](braidComm_t parent, int rank, int n) -> std::string {
+    std::string failure = SplitAndCheck(parent, Rules()[0].second, rank, n);
     if (failure.empty()) failure = SplitAndCheck(parent, Rules()[4].second, rank, n);
     return failure;
-  }, 120000);
+  });
   INFO(Failures(results));
   CHECK(Failures(results).empty());
 }
 
 TEST_CASE("nested splits", "[split]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(8, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, half = nullptr, quarter = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  auto results = RunComms(ParentJob(8), [&](braidComm_t parent, int rank, int n) -> std::string {
+    braidComm_t half = nullptr, quarter = nullptr;
     if (braidCommSplit(parent, rank / 4, rank, &half, nullptr) != braidSuccess) return Error("split 1", parent);
     // Inside each half (4 ranks), split again by parity of the half-rank.
     int half_rank = -1;
@@ -180,10 +178,9 @@ TEST_CASE("nested splits", "[split]") {
     for (int r = 0; r < n; ++r) {
       if (r / 4 == rank / 4 && (r % 4) % 2 == half_rank % 2) members.push_back(r);
     }
-    failure = CheckChild(quarter, members, rank);
+    std::string failure = CheckChild(quarter, members, rank);
     braidCommDestroy(quarter);
     braidCommDestroy(half);
-    braidCommDestroy(parent);
     return failure;
   });
   INFO(Failures(results));
@@ -191,11 +188,9 @@ TEST_CASE("nested splits", "[split]") {
 }
 
 TEST_CASE("sibling communicators run collectives concurrently from threads", "[split][concurrent]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, parity = nullptr, halves = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  auto results = RunComms(ParentJob(4), [&](braidComm_t parent, int rank, int) -> std::string {
+    braidComm_t parity = nullptr, halves = nullptr;
+    std::string failure;
     if (braidCommSplit(parent, rank % 2, rank, &parity, nullptr) != braidSuccess) return Error("split parity", parent);
     if (braidCommSplit(parent, rank / 2, rank, &halves, nullptr) != braidSuccess) return Error("split halves", parent);
     // Two threads per rank, each hammering its own child; plus the parent from this thread.
@@ -225,13 +220,13 @@ TEST_CASE("sibling communicators run collectives concurrently from threads", "[s
     for (auto& e : errors) if (failure.empty()) failure = e;
     braidCommDestroy(parity);
     braidCommDestroy(halves);
-    braidCommDestroy(parent);
     return failure;
   });
   INFO(Failures(results));
   CHECK(Failures(results).empty());
 }
 
+// Destroys the parent itself, mid-body: plain rank threads rather than the fixture.
 TEST_CASE("a child outlives its parent and a parent outlives its child", "[split][lifetime]") {
   braidUniqueId id = NewId();
   auto results = RunThreads(4, [&](int rank, int n) -> std::string {
@@ -256,11 +251,8 @@ TEST_CASE("a child outlives its parent and a parent outlives its child", "[split
 }
 
 TEST_CASE("ranks {0,2} reduce and gather while ranks {1,3} do something else", "[split][seed]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, group = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  auto results = RunComms(ParentJob(4), [&](braidComm_t parent, int rank, int) -> std::string {
+    braidComm_t group = nullptr;
     // new_group([0, 2]) style: members get color 0, the others color 1 (their own group).
     if (braidCommSplit(parent, rank % 2, rank, &group, nullptr) != braidSuccess) return Error("split", parent);
     if (rank % 2 == 0) {
@@ -279,7 +271,6 @@ TEST_CASE("ranks {0,2} reduce and gather while ranks {1,3} do something else", "
       }
     }
     braidCommDestroy(group);
-    braidCommDestroy(parent);
     return "";
   });
   INFO(Failures(results));
@@ -287,11 +278,10 @@ TEST_CASE("ranks {0,2} reduce and gather while ranks {1,3} do something else", "
 }
 
 TEST_CASE("a communicator over a subset made directly from a fresh unique id", "[split][subset]") {
-  braidUniqueId world_id = NewId(), subset_id = NewId();
-  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
-    braidComm_t world = nullptr, subset = nullptr;
-    std::string failure = InitParent(world_id, rank, n, &world);
-    if (!failure.empty()) return failure;
+  braidUniqueId subset_id = NewId();
+  auto results = RunComms(ParentJob(4), [&](braidComm_t world, int rank, int) -> std::string {
+    braidComm_t subset = nullptr;
+    std::string failure;
     if (rank == 1 || rank == 3) {
       if (braidCommInitRank(&subset, 2, subset_id, rank / 2) != braidSuccess) return Error("subset init", nullptr);
       failure = CheckChild(subset, {1, 3}, rank);
@@ -299,7 +289,6 @@ TEST_CASE("a communicator over a subset made directly from a fresh unique id", "
     }
     int64_t v = 1;
     if (failure.empty() && (braidAllReduce(&v, &v, 1, braidInt64, braidSum, world, nullptr) != braidSuccess || v != 4)) failure = Error("world", world);
-    braidCommDestroy(world);
     return failure;
   });
   INFO(Failures(results));
@@ -335,16 +324,13 @@ int OpenDescriptors() {
 
 TEST_CASE("splitShare: every split rule at 4 and 8 ranks, parent interleaved", "[split][share]") {
   const int size = GENERATE(4, 8);
-  braidUniqueId id = NewId();
-  auto results = RunThreads(size, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
+  auto results = RunComms(ParentJob(size), [&](braidComm_t parent, int rank, int n) -> std::string {
+    std::string failure;
     for (const auto& [name, rule] : Rules()) {
       if (failure.empty()) failure = SplitAndCheck(parent, rule, rank, n, /*split_share=*/1);
       if (failure.empty()) failure = CheckParent(parent, n);
       if (!failure.empty()) failure = std::string(name) + ": " + failure;
     }
-    if (parent) braidCommDestroy(parent);
     return failure;
   });
   CAPTURE(size);
@@ -352,6 +338,7 @@ TEST_CASE("splitShare: every split rule at 4 and 8 ranks, parent interleaved", "
   CHECK(Failures(results).empty());
 }
 
+// Destroys the parent itself, mid-body: plain rank threads rather than the fixture.
 TEST_CASE("splitShare: nested splits share the root's links; lifetimes are independent", "[split][share]") {
   braidUniqueId id = NewId();
   auto results = RunThreads(8, [&](int rank, int n) -> std::string {
@@ -385,11 +372,8 @@ TEST_CASE("splitShare: nested splits share the root's links; lifetimes are indep
 }
 
 TEST_CASE("splitShare: members of one color that disagree are told so", "[split][share]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, child = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  auto results = RunComms(ParentJob(4), [&](braidComm_t parent, int rank, int) -> std::string {
+    braidComm_t child = nullptr;
     // Color 0 = {0, 1} disagrees (rank 0 shares, rank 1 does not); color 1 = {2, 3} agrees.
     braidConfig_t config = ChildConfig(rank == 0 || rank >= 2 ? 1 : 0);
     braidResult_t result = braidCommSplit(parent, rank / 2, rank, &child, &config);
@@ -402,9 +386,8 @@ TEST_CASE("splitShare: members of one color that disagree are told so", "[split]
       return "";
     }
     if (result != braidSuccess) return Error("agreeing split", parent);
-    failure = CheckChild(child, {2, 3}, rank);
+    std::string failure = CheckChild(child, {2, 3}, rank);
     braidCommDestroy(child);
-    braidCommDestroy(parent);
     return failure;
   });
   INFO(Failures(results));
@@ -417,11 +400,9 @@ TEST_CASE("splitShare: a child over the parent's ring neighbours opens no transp
   // adds exactly one descriptor per rank: the store connection its hang-diagnosis thread parks in.
   // A child with its own transports adds listeners, io threads' descriptors and links.
   const char* transports = GENERATE("shm", "tcp");
-  braidUniqueId id = NewId();
-  auto results = RunProcesses(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, shared = nullptr, own = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent, transports);
-    if (!failure.empty()) return failure;
+  auto results = RunComms(ParentJob(4, Ranks::kProcesses, transports), [&](braidComm_t parent, int rank, int n) -> std::string {
+    braidComm_t shared = nullptr, own = nullptr;
+    std::string failure;
     if (!(failure = CheckParent(parent, n)).empty()) return failure;
     const int before = OpenDescriptors();
     braidConfig_t share = ChildConfig(1), no_share = ChildConfig(0);
@@ -436,13 +417,12 @@ TEST_CASE("splitShare: a child over the parent's ring neighbours opens no transp
     braidCommDestroy(own);
     braidCommDestroy(shared);
     if (!(failure = CheckParent(parent, n)).empty()) return failure;
-    braidCommDestroy(parent);
     if (shared_added != 1) return "a sharing child added " + std::to_string(shared_added) + " descriptors, expected 1";
     if (own_added <= shared_added + 2) {
       return "a child with its own transports added only " + std::to_string(own_added) + " descriptors";
     }
     return "";
-  }, 120000);
+  });
   CAPTURE(transports);
   INFO(Failures(results));
   CHECK(Failures(results).empty());
