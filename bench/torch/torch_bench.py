@@ -1,0 +1,164 @@
+"""torch.distributed on braid beside Gloo, on CPU tensors (numbers for docs/PERFORMANCE.md).
+
+  python bench/torch/torch_bench.py allreduce [--ranks 2,4] [--backends braid,gloo]
+  python bench/torch/torch_bench.py ddp [--ranks 2] [--steps 20]
+
+allreduce: dist.all_reduce (SUM, float32, in place) from 8 B to 64 MiB. For each size every rank
+runs warm-up calls, then timed calls inside a window of at least --min-ms; the table shows the
+mean time per call (rank 0, the slowest rank's window is the same within a barrier) and the bus
+bandwidth as nccl-tests computes it (busbw = bytes / time * 2(n-1)/n).
+
+ddp: a ~10 M parameter MLP (4 x Linear(1600, 1600)) trained with DistributedDataParallel on
+random data, batch 64 per rank; prints the median step time and, from the same model without
+DDP on each rank (no communication), the share of the step spent on communication:
+(t_ddp - t_local) / t_ddp.
+
+Ranks are spawned processes on this host with env:// on a free loopback port.
+"""
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+SIZES = [8 << (2 * i) for i in range(12)] + [64 << 20]  # 8 B, 32 B, ... 32 MiB, 64 MiB
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init(rank, world, backend, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+
+
+def _allreduce_worker(rank, world, backend, port, min_ms, queue):
+    _init(rank, world, backend, port)
+    rows = []
+    for size in SIZES:
+        t = torch.ones(size // 4, dtype=torch.float32)
+        for _ in range(5):
+            dist.all_reduce(t)
+        # Calls per window: enough for min_ms, decided by rank 0 and shared so all ranks agree.
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        once = max(time.perf_counter() - start, 1e-6)
+        n = torch.tensor([max(10, min(100000, int(min_ms / 1e3 / once)))])
+        dist.broadcast(n, 0)
+        n = int(n.item())
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(n):
+            dist.all_reduce(t)
+        elapsed = torch.tensor([(time.perf_counter() - start) / n])
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        rows.append((size, elapsed.item()))
+    if rank == 0:
+        queue.put(rows)
+    dist.destroy_process_group()
+
+
+def _mlp():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(1600, 1600), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def _ddp_worker(rank, world, backend, port, steps, queue):
+    _init(rank, world, backend, port)
+    x = torch.randn(64, 1600)
+    y = torch.randn(64, 1600)
+
+    def timed(model):
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        times = []
+        for i in range(steps + 3):
+            dist.barrier()
+            start = time.perf_counter()
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            if i >= 3:
+                times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    local = timed(_mlp())
+    ddp = timed(torch.nn.parallel.DistributedDataParallel(_mlp()))
+    if rank == 0:
+        params = sum(p.numel() for p in _mlp().parameters())
+        queue.put((params, ddp, local))
+    dist.destroy_process_group()
+
+
+def _spawn(worker, world, backend, *args):
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    mp.start_processes(worker, args=(world, backend, _free_port(), *args, queue), nprocs=world,
+                       start_method="spawn")
+    return queue.get()
+
+
+def _fmt_size(b):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def allreduce(args):
+    for world in args.ranks:
+        results = {b: _spawn(_allreduce_worker, world, b, args.min_ms) for b in args.backends}
+        factor = 2 * (world - 1) / world
+        head = "".join(f"{b + ' us':>12}{b + ' busbw':>13}" for b in args.backends)
+        ratio = f"{'braid/gloo busbw':>18}" if set(args.backends) >= {"braid", "gloo"} else ""
+        print(f"\ndist.all_reduce, float32 SUM, {world} ranks, CPU tensors\n{'size':>10}{head}{ratio}")
+        for i, size in enumerate(SIZES):
+            line = f"{_fmt_size(size):>10}"
+            for b in args.backends:
+                sec = results[b][i][1]
+                line += f"{sec * 1e6:12.1f}{size / sec * factor / 1e9:13.3f}"
+            if ratio:
+                line += f"{results['gloo'][i][1] / results['braid'][i][1]:18.2f}"
+            print(line, flush=True)
+
+
+def ddp(args):
+    for world in args.ranks:
+        print(f"\nDDP step, {world} ranks, 4 x Linear(1600, 1600), batch 64 per rank, median of {args.steps}")
+        for b in args.backends:
+            params, step, local = _spawn(_ddp_worker, world, b, args.steps)
+            share = max(0.0, (step - local) / step)
+            print(f"{b:>6}: {params / 1e6:.1f} M parameters, step {step * 1e3:7.1f} ms, "
+                  f"local step {local * 1e3:6.1f} ms, communication {share * 100:4.1f}% of the step",
+                  flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["allreduce", "ddp"])
+    parser.add_argument("--ranks", default=None, help="comma-separated world sizes")
+    parser.add_argument("--backends", default="braid,gloo")
+    parser.add_argument("--min-ms", type=float, default=200.0, help="timed window per size")
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    args.ranks = [int(r) for r in (args.ranks or ("2,4" if args.what == "allreduce" else "2")).split(",")]
+    args.backends = args.backends.split(",")
+    if "braid" in args.backends:
+        import braid_torch  # noqa: F401  (registers "braid"; the entry point would as well)
+    {"allreduce": allreduce, "ddp": ddp}[args.what](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
