@@ -51,5 +51,19 @@ if [ "$fuzz_seconds" -gt 0 ]; then
     failed=$((failed + 1))
   fi
 fi
+# The PyTorch backend: pytest tests and PyTorch's own distributed suite (tests/torch/run.sh sets
+# up its venv, ~5 GiB). BRAID_TORCH_TESTS=0 skips it; BRAID_TORCH_SUITE=0 keeps only pytest.
+if [ "${BRAID_TORCH_TESTS:-1}" != "0" ]; then
+  torch_log=$(mktemp)
+  tests/torch/run.sh 2>&1 | tee "$torch_log"
+  line=$(grep -aE "^[0-9]+ passed, [0-9]+ failed$" "$torch_log" | tail -1)
+  rm -f "$torch_log"
+  if [ -n "$line" ]; then
+    passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
+    failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
+  else
+    failed=$((failed + 1))
+  fi
+fi
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
