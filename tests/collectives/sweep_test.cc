@@ -12,11 +12,13 @@
 //   shm, threads:  1-5 and 8 ranks; counts 0, 1, 7, 1021 with every dtype × op × root; a
 //                  tiny chunk with a mid-size prime count (every piece a pipelined slice, the
 //                  last ragged) on 2, 3, 5, 8 ranks; a large prime count on the same sizes with
-//                  every dtype and every op (each dtype with one op, rotating) at roots 0, n-1.
+//                  every dtype × op at roots 0 and n-1.
 //                  Plus the cost model's own choice (config.algo "") on 3, 5, 8 ranks.
 //   each other transport (kTransports: tcp), threads: 2, 3, 5, 8 ranks with the small counts;
-//                  the tiny-chunk count on 3 and 5 ranks; the large count on 3.
-//   processes:     2, 3, 5 ranks over the default transports; small and large counts.
+//                  the tiny-chunk count on 3 and 5 ranks; the large count on 3 (every dtype
+//                  once, ops rotating so each runs twice).
+//   processes:     2, 3, 5 ranks over the default transports; small and large counts (the large
+//                  as over tcp).
 // Each (collective, group) is one TEST_CASE, tagged so tests/collectives/BUILD can run parts of
 // the binary side by side.
 #include <catch2/catch.hpp>
@@ -43,7 +45,8 @@ constexpr size_t kLargeCount = (size_t{1} << 18) + 3;    // 262147, prime
 constexpr size_t kLargePerPeerCount = (size_t{1} << 17) - 1;  // 131071, prime; × ranks per buffer
 const std::vector<size_t> kSmallCounts = {0, 1, 7, 1021};
 
-enum class Counts { kSmall, kPipelined, kLarge, kSmallAndLarge };
+// kLarge: the large count with every dtype × op; the *Sample ones: every dtype once, ops rotating.
+enum class Counts { kSmall, kPipelined, kLarge, kLargeSample, kSmallAndLargeSample };
 
 struct Plan {
   std::string algo;                  // config.algo: "<collective>:<name>", or "" (cost model)
@@ -87,11 +90,11 @@ std::vector<Plan> Plans(Coll coll, Group group) {
         for (const char* transport : kTransports) {
           add(algo, transport, Ranks::kThreads, {2, 3, 5, 8}, Counts::kSmall);
           add(algo, transport, Ranks::kThreads, {3, 5}, Counts::kPipelined);
-          add(algo, transport, Ranks::kThreads, {3}, Counts::kLarge);
+          add(algo, transport, Ranks::kThreads, {3}, Counts::kLargeSample);
         }
         break;
       case Group::kProcesses:
-        add(algo, nullptr, Ranks::kProcesses, {2, 3, 5}, Counts::kSmallAndLarge);
+        add(algo, nullptr, Ranks::kProcesses, {2, 3, 5}, Counts::kSmallAndLargeSample);
         break;
     }
   }
@@ -105,20 +108,25 @@ std::string Describe(const Plan& plan) {
   std::string counts = plan.counts == Counts::kSmall       ? "small counts"
                        : plan.counts == Counts::kPipelined ? "tiny chunks"
                        : plan.counts == Counts::kLarge     ? "large count"
-                                                           : "small and large counts";
+                       : plan.counts == Counts::kLargeSample ? "large count, sampled"
+                                                             : "small and large counts";
   return (plan.algo.empty() ? std::string("cost model's choice") : plan.algo) + ", " + counts;
 }
 
-// The calls of one plan on `size` ranks: small counts run the full product; the large count runs
-// every dtype once, with ops rotating so each op runs twice, and roots 0 and size - 1.
+// The calls of one plan on `size` ranks: small and mid counts run the full product. The large
+// count runs roots 0 and size - 1 only, with every dtype × op (Counts::kLarge) or every dtype once,
+// ops rotating so each op runs twice (the sampled ones).
 std::vector<Call> Calls(Coll coll, Counts counts, int size) {
   std::vector<size_t> list;
-  if (counts == Counts::kSmall || counts == Counts::kSmallAndLarge) list = kSmallCounts;
+  if (counts == Counts::kSmall || counts == Counts::kSmallAndLargeSample) list = kSmallCounts;
   if (counts == Counts::kPipelined) list = {kMidCount};
   const bool per_peer = coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
                         coll == Coll::kAllToAll || coll == Coll::kGather || coll == Coll::kScatter;
   const size_t large = per_peer ? kLargePerPeerCount : kLargeCount;
-  if (counts == Counts::kLarge || counts == Counts::kSmallAndLarge) list.push_back(large);
+  if (counts == Counts::kLarge || counts == Counts::kLargeSample ||
+      counts == Counts::kSmallAndLargeSample) {
+    list.push_back(large);
+  }
 
   std::vector<Call> calls;
   const int ops = Reduces(coll) ? braidNumOps : 1;
@@ -127,7 +135,7 @@ std::vector<Call> Calls(Coll coll, Counts counts, int size) {
     const bool is_large = count == large;
     for (int t = 0; t < braidNumTypes; ++t) {
       for (int o = 0; o < ops; ++o) {
-        if (is_large && ops > 1 && o != t % braidNumOps) continue;
+        if (is_large && counts != Counts::kLarge && ops > 1 && o != t % braidNumOps) continue;
         for (int root = 0; root < roots; ++root) {
           if (is_large && root != 0 && root != roots - 1) continue;
           for (bool in_place : {false, true}) {
