@@ -3,9 +3,9 @@
 // is what keeps two operations' messages apart on a shared connection. Tags are built here and
 // nowhere else, and the static_asserts below prove that the spaces cannot overlap.
 //
-//   bit  63 62 | 61 ........................ 24 | 23 .............. 0
-//        space | sequence (mod 2^38)            | message index (mod 2^24)   collective, trial, check
-//        space | message count of the pair (mod 2^62)                        point-to-point
+//   bit  63 62 | 61 ................. 24 | 23 ............ 0
+//        space | sequence (mod 2^38)     | index (mod 2^24)    collective, trial, check
+//        space | message count of the pair (mod 2^62)          point-to-point
 //
 // Spaces:
 //   kCollective    message `index` of collective #sequence (what every algorithm sends).
@@ -41,7 +41,7 @@ enum class TagSpace : uint64_t {
 constexpr int kTagIndexBits = 24;
 constexpr int kTagSpaceBits = 2;
 constexpr int kTagSequenceBits = 64 - kTagSpaceBits - kTagIndexBits;  // 38
-constexpr int kTagSpaceShift = 64 - kTagSpaceBits;                     // 62
+constexpr int kTagSpaceShift = 64 - kTagSpaceBits;                    // 62
 
 constexpr uint64_t kTagIndexMask = (uint64_t{1} << kTagIndexBits) - 1;
 constexpr uint64_t kTagSequenceMask = (uint64_t{1} << kTagSequenceBits) - 1;
@@ -99,7 +99,8 @@ static_assert(SpaceOf(PointToPointTag(0)) == TagSpace::kPointToPoint &&
               "point-to-point tags stay");
 // The collective space is the all-zero top: a collective's tags are what they were before the
 // spaces existed, for every sequence below 2^38.
-static_assert(MessageTag(OperationSequence(TagSpace::kCollective, 5), 7) == ((uint64_t{5} << 24) | 7),
+static_assert(MessageTag(OperationSequence(TagSpace::kCollective, 5), 7) ==
+                  ((uint64_t{5} << 24) | 7),
               "collective tags unchanged");
 
 }  // namespace braid::algorithms

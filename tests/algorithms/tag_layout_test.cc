@@ -76,7 +76,9 @@ TEST_CASE("tag layout: no two spaces share a tag", "[tags]") {
       }
     }
   }
-  for (uint64_t count : EdgeCounts()) claim(PointToPointTag(Opaque(count)), TagSpace::kPointToPoint);
+  for (uint64_t count : EdgeCounts()) {
+    claim(PointToPointTag(Opaque(count)), TagSpace::kPointToPoint);
+  }
   // Past-the-width values wrap onto ones inside it, so each space holds its distinct in-width
   // edges: 4 sequences x 4 indices for each numbered space, 4 counts for point-to-point.
   CHECK(owner.size() == 3 * 4 * 4 + 4);
