@@ -2,7 +2,49 @@
  *
  * This header follows nccl.h on purpose: a framework that speaks NCCL switches by changing the
  * prefix. Every call returns a braidResult_t; on failure braidGetLastError() says what went wrong,
- * naming the argument, the rank or the peer. No call aborts the process on bad input. */
+ * naming the argument, the rank or the peer. No call aborts the process on bad input.
+ *
+ * Rules that hold for every call below (each call's comment adds its own):
+ *
+ * Buffers and streams. Today braid moves host memory only: pass stream = NULL, and the call
+ *   returns when its work is complete on this rank (recvbuff holds the result; sendbuff may be
+ *   reused). A non-NULL stream returns braidInvalidUsage. With the CUDA issue, device buffers
+ *   come with a cudaStream_t: the call then enqueues the work after everything already on that
+ *   stream and returns, as NCCL does; the stream waits for the result.
+ *
+ * Counts are elements of `datatype`, never bytes. Each collective says whether its count is the
+ *   whole buffer or one rank's share. A collective with count = 0 is legal and returns
+ *   braidSuccess at once (nothing is sent; the buffers may be NULL); a Send/Recv of 0 elements
+ *   is still a message its peer must match. A count whose byte size overflows size_t is
+ *   braidInvalidArgument. Every rank must pass the same count, datatype, op and root (set
+ *   BRAID_CHECK=1 / config.checkMode to have ranks compare them first and name a mismatch).
+ *
+ * In place. Every collective works out of place (separate buffers that do not overlap) and in
+ *   place, with NCCL's layouts: sendbuff == recvbuff for AllReduce, Broadcast, Reduce and
+ *   AllToAll; sendbuff == recvbuff + rank * sendcount (elements) for AllGather and Gather (this
+ *   rank's block already sits in its place in the result); recvbuff == sendbuff + rank * recvcount
+ *   for ReduceScatter and Scatter (the result lands in this rank's block of the input). Any other
+ *   overlap of the two buffers is undefined.
+ *
+ * Roots and peers are ranks of `comm`, in [0, nranks); anything else is braidInvalidArgument.
+ *   braidAvg divides the sum by nranks once; integer types truncate toward zero. Integer sums
+ *   and products wrap.
+ *
+ * Threads. A communicator runs its operations one at a time, in the order its calls take its
+ *   lock: calls on one communicator from several threads are safe (they serialize), but every
+ *   rank must issue the same collectives in the same order, so the application must order them.
+ *   braidCommAbort, braidCommGetAsyncError, braidCommCount, braidCommUserRank,
+ *   braidCommCuDevice and braidGetLastError may be called from any thread while an operation
+ *   runs. Different communicators are independent and may run at the same time on different
+ *   threads, except a parent and the children split from it with splitShare, which share links
+ *   and take turns (issue their operations in the same order on every rank). braidCommDestroy
+ *   must not race any other call on the same communicator. Group state is per thread.
+ *
+ * Errors. braidInvalidArgument / braidInvalidUsage leave the communicator usable and nothing is
+ *   sent. A failure with data in flight (a lost peer: braidRemoteError; a deadline:
+ *   braidTimeout; braidCommAbort: braidAborted) breaks the communicator: no buffer is written
+ *   after the failing call returns, braidCommGetAsyncError reports the error, and every later
+ *   operation on it fails at once. Destroy it (and, with the other ranks, make a new one). */
 #ifndef BRAID_H_
 #define BRAID_H_
 
@@ -106,57 +148,142 @@ typedef struct braidConfig {
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR            \
   }
 
+/* *version = BRAID_VERSION_CODE of the library (compare with the header's to catch a mismatch). */
 braidResult_t braidGetVersion(int* version);
+/* A fixed description of `result` (not of the failure: see braidGetLastError). The string is
+ * static: valid for the life of the process. Unknown codes give "unknown result code". */
 const char* braidGetErrorString(braidResult_t result);
-/* The last error message for `comm`, or this thread's last error if comm is NULL (for calls
- * that have no communicator yet, such as braidCommInitRank). Never NULL. */
+/* The message of the last failure, naming the argument, rank, peer or operation. Never NULL;
+ * "" before any failure. Successful calls do not clear it (as NCCL).
+ * - comm live: the last failure of a call on `comm`, from whichever thread made it. The pointer
+ *   stays valid until the next failing call on `comm` (from any thread) or braidCommDestroy(comm).
+ * - comm NULL, destroyed or never created: the last failure of any braid call on this thread
+ *   (calls without a communicator, such as braidCommInitRank, report here only). The pointer
+ *   stays valid until this thread's next failing braid call, or until the thread exits.
+ * Copy the text if other threads may fail on the same communicator meanwhile. */
 const char* braidGetLastError(braidComm_t comm);
 
-/* Rank 0 calls it (it starts a store server in this process) and shares the bytes. */
+/* Rank 0 calls it (it starts a store server in this process) and shares the bytes with the
+ * other ranks by any means (they are plain bytes: a file, MPI_Bcast, an environment variable).
+ * Keep that process alive while communicators made from the id are in use: their
+ * initialization, braidCommSplit and hang diagnosis go through its store. */
 braidResult_t braidGetUniqueId(braidUniqueId* uniqueId);
+/* Every rank calls it once with the same nranks and commId and its own rank in [0, nranks).
+ * Blocks until all nranks ranks have arrived (or the deadline, BRAID_TIMEOUT_MS / config
+ * timeoutMs, expires: braidTimeout naming the missing ranks). On failure *comm is NULL. The
+ * calls of different ranks may come from different processes or from threads of one process. */
 braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId commId, int rank);
+/* braidCommInitRank with settings; config may be NULL (all defaults). The config is read during
+ * the call only. */
 braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUniqueId commId,
                                       int rank, braidConfig_t* config);
-/* env:// — MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (torchrun, braidrun), else SLURM_*, else OMPI_*. */
+/* env:// — MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (torchrun, braidrun), else SLURM_*, else OMPI_*.
+ * Rank 0 hosts the store unless the launcher already does. A process may create several env://
+ * communicators: the k-th call of each rank joins the k-th of every other rank, so every rank
+ * must make them in the same order. config may be NULL. Blocks as braidCommInitRank. */
 braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config);
+/* NCCL's ncclCommSplit: collective over `comm` (every rank of it calls it). Ranks passing the
+ * same color >= 0 form a new communicator, ranked by key, then by rank in `comm`; a rank passing
+ * BRAID_SPLIT_NOCOLOR takes part and gets *newcomm = NULL. config NULL inherits comm's settings;
+ * with splitShare the child uses comm's links and the two take turns (see Threads above). Not
+ * allowed between braidGroupStart and braidGroupEnd (braidInvalidUsage). */
 braidResult_t braidCommSplit(braidComm_t comm, int color, int key, braidComm_t* newcomm,
                              braidConfig_t* config);
+/* Completes outstanding work (host operations are complete already) and refuses new operations
+ * (braidInvalidUsage). Returns the error that broke the communicator, if one did. The handle
+ * stays valid until braidCommDestroy. Local: it does not wait for the other ranks. */
 braidResult_t braidCommFinalize(braidComm_t comm);
+/* Frees the communicator and its handle. Local: it does not wait for the other ranks. Call it
+ * once, after braidCommFinalize or braidCommAbort as with NCCL, with no other call on `comm`
+ * running. Afterwards the handle is dead: a call with it returns braidInvalidUsage, and
+ * braidGetLastError(comm) gives this thread's message. */
 braidResult_t braidCommDestroy(braidComm_t comm);
+/* Breaks the communicator now, from any thread: every blocked wait of `comm` returns
+ * braidAborted at once and later operations fail at once. The handle still needs
+ * braidCommDestroy. Local: the other ranks are not told; their operations with this rank fail
+ * when its connections go away (braidRemoteError) or at their deadline (braidTimeout). */
 braidResult_t braidCommAbort(braidComm_t comm);
+/* *asyncError = braidSuccess while the communicator is healthy; otherwise the code of the error
+ * that broke it (its message: braidGetLastError(comm)). Never blocks; any thread. Host
+ * operations complete inside their calls, so braidInProgress is not returned today. */
 braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError);
+/* nranks of the communicator. */
 braidResult_t braidCommCount(const braidComm_t comm, int* count);
+/* This process's rank in the communicator, in [0, nranks). */
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
 braidResult_t braidCommCuDevice(const braidComm_t comm, int* device); /* -1: host-only comm */
 
+/* ---- Collectives. Every rank of comm calls each one, in the same order (see the head of this
+ * file for counts, in-place layouts, streams, threads and errors). ---- */
+
+/* Reduces count elements (each rank's whole sendbuff) with op; every rank gets the result in
+ * recvbuff (count elements). In place: sendbuff == recvbuff. */
 braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
                              braidStream_t stream);
+/* Copies root's sendbuff (count elements) into every rank's recvbuff, root's own included.
+ * Only the root reads sendbuff: other ranks may pass NULL. In place: sendbuff == recvbuff. */
 braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, int root, braidComm_t comm,
                              braidStream_t stream);
+/* Reduces every rank's sendbuff (count elements) with op into root's recvbuff (count
+ * elements). Only the root writes recvbuff: other ranks may pass NULL, and theirs is untouched.
+ * In place: sendbuff == recvbuff. */
 braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
                           braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm,
                           braidStream_t stream);
+/* Each rank contributes sendcount elements; every rank's recvbuff (nranks * sendcount
+ * elements) receives them in rank order, rank r's at offset r * sendcount.
+ * In place: sendbuff == recvbuff + rank * sendcount. */
 braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              braidDataType_t datatype, braidComm_t comm, braidStream_t stream);
+/* sendbuff holds nranks * recvcount elements on every rank. They are reduced with op, and
+ * rank r receives block r of the result (elements [r * recvcount, (r + 1) * recvcount)) in its
+ * recvbuff (recvcount elements). In place: recvbuff == sendbuff + rank * recvcount. */
 braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
                                  braidStream_t stream);
+/* Block j of rank i's sendbuff (count elements at offset j * count) lands as block i of rank
+ * j's recvbuff. Both buffers hold nranks * count elements; count is per peer.
+ * In place: sendbuff == recvbuff. */
 braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count /* per peer */,
                             braidDataType_t datatype, braidComm_t comm, braidStream_t stream);
+/* Each rank sends sendcount elements; root's recvbuff (nranks * sendcount elements) receives
+ * rank r's at offset r * sendcount. Only the root writes recvbuff: other ranks may pass NULL.
+ * In place (on the root): sendbuff == recvbuff + root * sendcount. */
 braidResult_t braidGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                           braidDataType_t datatype, int root, braidComm_t comm,
                           braidStream_t stream);
+/* root's sendbuff holds nranks * recvcount elements; rank r receives block r (offset
+ * r * recvcount) in its recvbuff (recvcount elements). Only the root reads sendbuff: other
+ * ranks may pass NULL. In place (on the root): recvbuff == sendbuff + root * recvcount. */
 braidResult_t braidScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                            braidDataType_t datatype, int root, braidComm_t comm,
                            braidStream_t stream);
+/* ---- Point to point ----
+ * braidSend's count elements go to rank `peer`, which must post a braidRecv from this rank with
+ * the same count and datatype (a size mismatch fails both sides). Sends and receives between
+ * a pair match in issue order. Outside a group each call returns when its transfer is complete,
+ * so a Send may wait for its matching Recv: when two ranks exchange, put both calls in one
+ * braidGroupStart/End, which posts them together and never deadlocks. peer may be this rank
+ * only inside a group. */
 braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm, braidStream_t stream);
 braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, int peer,
                         braidComm_t comm, braidStream_t stream);
+/* Returns on each rank once every rank of comm has called it. */
 braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream);
+/* ---- Groups (NCCL's ncclGroupStart / ncclGroupEnd) ----
+ * Between braidGroupStart and the matching braidGroupEnd, collective and point-to-point calls
+ * only check their arguments (errors are returned at once) and are queued on this thread; they
+ * run at the outermost braidGroupEnd (groups nest). There, for each communicator, all queued
+ * Send/Recv are posted together (matched pairs never deadlock, whatever their order) and then
+ * its collectives run in issue order; several communicators in one group run at the same time,
+ * one thread each. braidGroupEnd returns when everything has completed, with the first error
+ * (its message also in braidGetLastError of that communicator). Buffers must stay valid until
+ * then. Groups are per thread: calls made on other threads are not part of this one. */
 braidResult_t braidGroupStart(void);
+/* braidInvalidUsage without a matching braidGroupStart on this thread. */
 braidResult_t braidGroupEnd(void);
 
 #ifdef __cplusplus
