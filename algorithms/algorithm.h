@@ -9,7 +9,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::algorithms {
 

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "core/datatype.h"
+#include "core/base/datatype.h"
 
 namespace braid::algorithms {
 

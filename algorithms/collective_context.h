@@ -8,8 +8,8 @@
 
 #include "algorithms/function_ref.h"
 #include "algorithms/tag_layout.h"
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 
 namespace braid::algorithms {

@@ -63,7 +63,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 
 namespace braid::algorithms {

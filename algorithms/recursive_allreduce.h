@@ -4,8 +4,8 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/collective_context.h"
-#include "core/datatype.h"
-#include "core/status.h"
+#include "core/base/datatype.h"
+#include "core/base/status.h"
 
 namespace braid::algorithms {
 

@@ -3,8 +3,8 @@
 #include <cstddef>
 
 #include "algorithms/collective_context.h"
-#include "core/datatype.h"
-#include "core/status.h"
+#include "core/base/datatype.h"
+#include "core/base/status.h"
 
 namespace braid::algorithms {
 

@@ -5,7 +5,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::algorithms {
 

@@ -27,7 +27,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/algorithm_trials.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::algorithms {
 

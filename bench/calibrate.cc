@@ -29,7 +29,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/selector.h"
 #include "bindings/c/braid.h"
-#include "core/datatype.h"
+#include "core/base/datatype.h"
 #include "kernels/cpu/reduce.h"
 
 namespace {

@@ -13,7 +13,7 @@
 
 #include "algorithms/collective_context.h"
 #include "algorithms/registry.h"
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/prefix_store.h"
 #include "transport/fault_injection.h"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 
 namespace braid {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "rendezvous/store.h"
 
 namespace braid {

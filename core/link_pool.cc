@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "transport/fault_injection.h"
 
 namespace braid {

@@ -21,8 +21,8 @@
 #include <mutex>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "rendezvous/peer_exchange.h"
 #include "transport/connection.h"
 #include "transport/transport.h"

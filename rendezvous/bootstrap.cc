@@ -4,7 +4,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/net_interfaces.h"
+#include "core/base/net_interfaces.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"
 

@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/config.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "rendezvous/store.h"
 #include "rendezvous/unique_id.h"
 

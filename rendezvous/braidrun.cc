@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/hmac_sha256.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/hmac_sha256.h"
+#include "core/base/status.h"
 #include "rendezvous/cpu_binding.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"

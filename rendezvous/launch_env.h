@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::rendezvous {
 

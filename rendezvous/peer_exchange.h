@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "rendezvous/store.h"
 
 namespace braid::rendezvous {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 
 namespace braid::rendezvous {
 

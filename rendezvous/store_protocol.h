@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::rendezvous::protocol {
 
@@ -35,7 +35,7 @@ inline constexpr size_t kAuthBytes = 32;
 // Largest request body a server accepts before the connection has authenticated: a stranger can
 // make it buffer no more than this.
 inline constexpr size_t kMaxHandshakeBodyBytes = 256;
-// The `context` of the store's challenge proofs (core/hmac_sha256.h, ChallengeProof): binds a
+// The `context` of the store's challenge proofs (core/base/hmac_sha256.h, ChallengeProof): binds a
 // proof to this protocol and version.
 inline constexpr char kAuthContext[] = "braid-store/2";
 // A timeout_ms of kNoTimeout in GET/WAIT/MULTI_GET/BARRIER means "wait until answered".

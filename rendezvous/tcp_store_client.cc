@@ -14,7 +14,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/hmac_sha256.h"
+#include "core/base/hmac_sha256.h"
 #include "rendezvous/store_protocol.h"
 
 namespace braid::rendezvous {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/hmac_sha256.h"
-#include "core/logging.h"
+#include "core/base/hmac_sha256.h"
+#include "core/base/logging.h"
 #include "rendezvous/store_protocol.h"
 
 namespace braid::rendezvous {

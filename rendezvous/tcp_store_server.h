@@ -26,7 +26,7 @@
 #include <string>
 #include <thread>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::rendezvous {
 

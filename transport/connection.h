@@ -21,9 +21,9 @@
 #include <memory>
 #include <mutex>
 
-#include "core/datatype.h"
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/datatype.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 
 namespace braid::transport {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 
 namespace braid::transport {

@@ -38,8 +38,8 @@
 #include <string>
 #include <type_traits>
 
-#include "core/hmac_sha256.h"
-#include "core/status.h"
+#include "core/base/hmac_sha256.h"
+#include "core/base/status.h"
 
 namespace braid::transport::handshake {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <utility>
 
-#include "core/deadline.h"
-#include "core/logging.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/logging.h"
+#include "core/base/status.h"
 
 namespace braid::transport {
 

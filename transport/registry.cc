@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 

@@ -30,8 +30,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "core/cpu_relax.h"
-#include "core/deadline.h"
+#include "core/base/cpu_relax.h"
+#include "core/base/deadline.h"
 
 namespace braid::transport {
 

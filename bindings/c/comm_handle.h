@@ -12,7 +12,7 @@
 
 #include "bindings/c/braid.h"
 #include "core/communicator.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 struct braidComm {
   std::unique_ptr<braid::Communicator> impl;

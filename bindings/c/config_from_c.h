@@ -3,8 +3,8 @@
 #pragma once
 
 #include "bindings/c/braid.h"
-#include "core/config.h"
-#include "core/status.h"
+#include "core/base/config.h"
+#include "core/base/status.h"
 
 namespace braid::capi {
 

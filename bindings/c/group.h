@@ -10,7 +10,7 @@
 #include "algorithms/collective.h"
 #include "bindings/c/comm_handle.h"
 #include "core/communicator.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::capi {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid {
 

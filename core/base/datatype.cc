@@ -1,4 +1,4 @@
-#include "core/datatype.h"
+#include "core/base/datatype.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "core/hmac_sha256.h"
+#include "core/base/hmac_sha256.h"
 
 #include <fcntl.h>
 #include <sys/random.h>

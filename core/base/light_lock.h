@@ -19,7 +19,7 @@
 
 #include <atomic>
 
-#include "core/cpu_relax.h"
+#include "core/base/cpu_relax.h"
 
 namespace braid {
 

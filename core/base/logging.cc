@@ -1,4 +1,4 @@
-#include "core/logging.h"
+#include "core/base/logging.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>

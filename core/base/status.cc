@@ -1,4 +1,4 @@
-#include "core/status.h"
+#include "core/base/status.h"
 
 #include <atomic>
 

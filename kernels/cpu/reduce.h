@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/datatype.h"
+#include "core/base/datatype.h"
 #include "kernels/cpu/half.h"  // HalfToFloat, FloatToHalf, Bfloat16ToFloat, FloatToBfloat16
 
 namespace braid::kernels {

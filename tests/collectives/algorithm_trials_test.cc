@@ -18,7 +18,7 @@
 
 #include "algorithms/algorithm_trials.h"
 #include "bindings/c/braid.h"
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "tests/harness/multi_rank.h"
 
 namespace braid::testing {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/config.h"
+#include "core/base/config.h"
 
 namespace braid {
 

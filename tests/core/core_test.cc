@@ -8,11 +8,11 @@
 #include <sstream>
 #include <string>
 
-#include "core/config.h"
-#include "core/datatype.h"
-#include "core/deadline.h"
-#include "core/logging.h"
-#include "core/status.h"
+#include "core/base/config.h"
+#include "core/base/datatype.h"
+#include "core/base/deadline.h"
+#include "core/base/logging.h"
+#include "core/base/status.h"
 
 namespace braid {
 namespace {

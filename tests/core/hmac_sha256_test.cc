@@ -1,6 +1,6 @@
 // SHA-256 against FIPS 180-2 (appendix B) and HMAC-SHA256 against RFC 4231; the challenge proof's
 // binding to role, context and nonces.
-#include "core/hmac_sha256.h"
+#include "core/base/hmac_sha256.h"
 
 #include <catch2/catch.hpp>
 #include <set>

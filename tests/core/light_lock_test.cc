@@ -1,6 +1,6 @@
-// LightLock (core/light_lock.h): mutual exclusion under contention, try_lock, and a
+// LightLock (core/base/light_lock.h): mutual exclusion under contention, try_lock, and a
 // waiter that outlasts the spin and yield phases (a holder copying for milliseconds).
-#include "core/light_lock.h"
+#include "core/base/light_lock.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "core/deadline.h"
+#include "core/base/deadline.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/unique_id.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "rendezvous/store.h"
 
 namespace braid::testing {

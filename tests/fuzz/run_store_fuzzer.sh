@@ -38,7 +38,7 @@ if ! can_build_fuzzers; then
   can_build_fuzzers || { echo "fuzz: clang++ still cannot build a libFuzzer target" >&2; exit 1; }
 fi
 
-srcs=(rendezvous/store_protocol.cc core/status.cc)
+srcs=(rendezvous/store_protocol.cc core/base/status.cc)
 echo "fuzz: building in $work" >&2
 clang++ -std=c++17 -g -O1 -fno-omit-frame-pointer -I. \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

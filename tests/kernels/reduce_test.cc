@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/datatype.h"
+#include "core/base/datatype.h"
 #include "kernels/cpu/reduce.h"
 #include "tests/kernels/reference.h"
 

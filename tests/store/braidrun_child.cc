@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/deadline.h"
+#include "core/base/deadline.h"
 #include "rendezvous/tcp_store_client.h"
 
 int main() {

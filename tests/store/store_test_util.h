@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "core/deadline.h"
-#include "core/hmac_sha256.h"
+#include "core/base/deadline.h"
+#include "core/base/hmac_sha256.h"
 #include "rendezvous/store_protocol.h"
 #include "rendezvous/tcp_store_client.h"
 #include "rendezvous/tcp_store_server.h"

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 

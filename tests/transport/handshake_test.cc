@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "core/hmac_sha256.h"
+#include "core/base/hmac_sha256.h"
 
 namespace braid::transport::handshake {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/net_interfaces.h"
+#include "core/base/net_interfaces.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

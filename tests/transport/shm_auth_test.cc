@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "tests/transport/shm_test_util.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/unix_socket.h"

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/hmac_sha256.h"
-#include "core/net_interfaces.h"
+#include "core/base/hmac_sha256.h"
+#include "core/base/net_interfaces.h"
 #include "transport/tcp/wire.h"
 
 namespace braid::transport::tcp {

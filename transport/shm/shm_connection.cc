@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/wait.h"

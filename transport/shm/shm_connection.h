@@ -47,9 +47,9 @@
 #include <mutex>
 #include <string>
 
-#include "core/deadline.h"
-#include "core/light_lock.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/light_lock.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 #include "transport/request_pool.h"
 #include "transport/shm/ring.h"

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 #include "transport/handshake.h"
 #include "transport/link_stash.h"
 #include "transport/shm/cross_memory.h"

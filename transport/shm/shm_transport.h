@@ -35,8 +35,8 @@
 #include <optional>
 #include <string>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 #include "transport/shm/wait.h"
 #include "transport/transport.h"

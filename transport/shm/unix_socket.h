@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace braid::transport::shm {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <utility>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 
 namespace braid::transport::tcp {
 namespace {

@@ -63,8 +63,8 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 #include "transport/wait_budget.h"
 #include "transport/tcp/wire.h"

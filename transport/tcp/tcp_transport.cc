@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/logging.h"
-#include "core/net_interfaces.h"
+#include "core/base/logging.h"
+#include "core/base/net_interfaces.h"
 #include "transport/handshake.h"
 #include "transport/link_stash.h"
 #include "transport/tcp/listener_probe.h"

@@ -25,8 +25,8 @@
 #include <memory>
 #include <string>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "core/base/deadline.h"
+#include "core/base/status.h"
 #include "transport/connection.h"
 #include "transport/transport.h"
 
