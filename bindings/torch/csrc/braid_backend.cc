@@ -106,15 +106,14 @@ void BraidBackend::CheckPeer(int peer, const char* op) const {
 c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const char* op,
                                                      std::vector<at::Tensor> inputs,
                                                      std::vector<at::Tensor> outputs,
-                                                     std::function<Outcome()> issue,
-                                                     bool point_to_point,
+                                                     std::function<Outcome()> issue, Mode mode,
                                                      std::function<void()> complete_extra) {
   TORCH_CHECK(comm_ != nullptr, "braid ", op, ": the process group was shut down");
   auto work = c10::make_intrusive<BraidWork>(rank_, type, ProfilingTitle(op), std::move(inputs),
                                              outputs, comm_, next_sequence_++);
   auto job = std::make_shared<Job>();
   job->issue = std::move(issue);
-  job->point_to_point = point_to_point;
+  job->point_to_point = mode == Mode::kPointToPoint;
   std::string op_name = op;
   job->complete = [work, op_name, extra = std::move(complete_extra)](const Outcome& outcome) {
     if (!outcome.ok()) {
@@ -131,7 +130,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
   if (coalescing_) {
     coalesced_jobs_.push_back(std::move(job));
     coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
-  } else {
+  } else if (mode != Mode::kCollectiveSync || !queue_->TryRunInline(job)) {
     queue_->Push(std::move(job));
   }
   return work;
@@ -179,7 +178,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce(std::vector<at::Tensor>& 
                                            reduction.type, reduction.op, comm, nullptr));
     if (outcome.ok()) CopyBack(buffer, tensor);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce_coalesced(
@@ -200,7 +199,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce_coalesced(
                                            reduction.type, reduction.op, comm, nullptr));
     if (outcome.ok()) UnflattenBytes(flat.view(at::kByte), 0, tensors);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::reduce(std::vector<at::Tensor>& tensors,
@@ -226,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce(std::vector<at::Tensor>& ten
                                         reduction.type, reduction.op, root, comm, nullptr));
     if (outcome.ok() && is_root) CopyBack(buffer, tensor);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -255,7 +254,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter(std::vector<at::Tens
                                                reduction.type, reduction.op, comm, nullptr));
     if (outcome.ok()) CopyBack(buffer, output);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -296,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter_tensor_coalesced(
       CopyBack(buffer, outputs[i]);
     }
     return Outcome();
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 // --- Data movement (raw bytes: every dtype) ---------------------------------------------------
@@ -316,23 +315,23 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::broadcast(std::vector<at::Tensor>& 
                                            braidUint8, root, comm, nullptr));
     if (outcome.ok()) CopyBack(buffer, tensor);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs,
-                                                       const c10d::AllgatherOptions& /*opts*/) {
+                                                       const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
               "braid allgather: takes one input and one output list per rank");
   // One input gathered into one tensor per rank: the coalesced form with lists of one.
   std::vector<std::vector<at::Tensor>> by_rank;
   for (const at::Tensor& t : outputs[0]) by_rank.push_back({t});
-  return allgather_coalesced(by_rank, inputs, c10d::AllgatherOptions());
+  return allgather_coalesced(by_rank, inputs, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(static_cast<int>(output_lists.size()) == size_, "braid allgather: ", output_lists.size(),
               " output lists for ", size_, " ranks");
   CheckHostDense(inputs, "allgather input");
@@ -360,7 +359,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(
                                            braidUint8, comm, nullptr));
     if (outcome.ok()) UnflattenBytes(gathered, 0, flat_outputs);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -371,7 +370,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::_allgather_base(at::Tensor& output,
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "braid allgather_into_tensor: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
   CheckHostDense(outputs, "allgather_into_tensor output");
@@ -394,7 +393,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(
       CopyBack(buffer, outputs[i]);
     }
     return Outcome();
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -430,7 +429,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::gather(std::vector<std::vector<at::
                                         bytes, braidUint8, root, comm, nullptr));
     if (outcome.ok() && !targets.empty()) UnflattenBytes(gathered, 0, targets);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -464,13 +463,13 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::scatter(std::vector<at::Tensor>& ou
                                          Bytes(buffer), braidUint8, root, comm, nullptr));
     if (outcome.ok()) CopyBack(buffer, output);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                            std::vector<int64_t>& output_split_sizes,
                                                            std::vector<int64_t>& input_split_sizes,
-                                                           const c10d::AllToAllOptions& /*opts*/) {
+                                                           const c10d::AllToAllOptions& opts) {
   CheckHostDense(output, "alltoall output");
   CheckHostDense(input, "alltoall input");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "braid alltoall: output is ",
@@ -509,12 +508,12 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall_base(at::Tensor& output, a
     }
     if (outcome.ok()) CopyBack(buffer, output);
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                       std::vector<at::Tensor>& inputs,
-                                                      const c10d::AllToAllOptions& /*opts*/) {
+                                                      const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
               "braid alltoall: needs ", size_, " inputs and outputs, got ", inputs.size(), " and ",
               outputs.size());
@@ -545,7 +544,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall(std::vector<at::Tensor>& o
       for (int peer = 0; peer < size; ++peer) CopyBack(buffers[peer], outputs[peer]);
     }
     return outcome;
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 // --- Point to point ---------------------------------------------------------------------------
@@ -563,7 +562,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::send(std::vector<at::Tensor>& tenso
   braidComm_t comm = comm_;
   return Enqueue(c10d::OpType::SEND, "send", tensors, {}, [=]() {
     return Check(braidSend(staged.data_ptr(), Bytes(staged), braidUint8, dst_rank, comm, nullptr));
-  }, true);
+  }, Mode::kPointToPoint);
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -576,7 +575,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   braidComm_t comm = comm_;
   auto work = Enqueue(c10d::OpType::RECV, "recv", {}, tensors, [=]() {
     return Check(braidRecv(staged.data_ptr(), Bytes(staged), braidUint8, src_rank, comm, nullptr));
-  }, true, [staged, tensor]() mutable { CopyBack(staged, tensor); });
+  }, Mode::kPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); });
   static_cast<BraidWork*>(work.get())->SetSourceRank(src_rank);
   return work;
 }
@@ -589,11 +588,11 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tenso
 
 // --- Barriers ---------------------------------------------------------------------------------
 
-c10::intrusive_ptr<c10d::Work> BraidBackend::barrier(const c10d::BarrierOptions& /*opts*/) {
+c10::intrusive_ptr<c10d::Work> BraidBackend::barrier(const c10d::BarrierOptions& opts) {
   braidComm_t comm = comm_;
   return Enqueue(c10d::OpType::BARRIER, "barrier", {}, {}, [=]() {
     return Check(braidBarrier(comm, nullptr));
-  }, false);
+  }, CollectiveMode(opts.asyncOp));
 }
 
 void BraidBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {

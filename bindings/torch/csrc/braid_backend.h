@@ -108,13 +108,18 @@ class BraidBackend : public c10d::Backend {
   void shutdown() override;
 
  private:
+  // How an operation may run: on the worker, possibly grouped with neighbouring point-to-point
+  // operations, or (a synchronous call, async_op=False, with nothing queued before it) right here
+  // on the calling thread, which c10d calls with the GIL released.
+  enum class Mode { kCollective, kPointToPoint, kCollectiveSync };
+  static Mode CollectiveMode(bool async_op) { return async_op ? Mode::kCollective : Mode::kCollectiveSync; }
   // Queues `issue` as the next operation and returns its Work; `complete_extra` (optional) runs
-  // on the worker after a successful issue, before the Work completes (point-to-point jobs copy
-  // staged receives back there, after the group moved the data).
+  // after a successful issue, before the Work completes (point-to-point jobs copy staged
+  // receives back there, after the group moved the data).
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* op,
                                          std::vector<at::Tensor> inputs,
                                          std::vector<at::Tensor> outputs,
-                                         std::function<Outcome()> issue, bool point_to_point,
+                                         std::function<Outcome()> issue, Mode mode,
                                          std::function<void()> complete_extra = nullptr);
   // "braid:all_reduce" style names; stable pointers for the profiler.
   const char* ProfilingTitle(const char* op);

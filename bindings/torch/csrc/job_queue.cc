@@ -61,6 +61,23 @@ void JobQueue::Push(std::shared_ptr<Job> job) {
   changed_.notify_all();
 }
 
+bool JobQueue::TryRunInline(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!queue_.empty() || running_ != 0 || stopping_) return false;
+    running_ = 1;
+  }
+  std::vector<Outcome> outcomes;
+  RunInOrder({job}, &outcomes);
+  job->complete(outcomes[0]);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = 0;
+  }
+  changed_.notify_all();
+  return true;
+}
+
 void JobQueue::Drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
@@ -100,7 +117,8 @@ void JobQueue::Loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // running_ != 0 here means a job runs inline on a caller's thread: wait for it.
+      changed_.wait(lock, [this] { return (stopping_ || !queue_.empty()) && running_ == 0; });
       if (queue_.empty()) return;  // stopping, nothing left
       // One job, or every point-to-point job queued back to back at the head (one group).
       taken.push_back(std::move(queue_.front()));
