@@ -739,5 +739,63 @@ TEST_CASE("OpenJsonFile never overwrites: path, path.0, path.1", "[bench]") {
   CHECK(opened.empty());
 }
 
+// ---- Types (perf_types) and the driver (perf_runner) ---------------------------------------
+
+TEST_CASE("Type and op names follow nccl-tests; values outside the enums are named invalid",
+          "[bench]") {
+  const char* const names[] = {"int8",  "uint8",  "int32", "uint32", "int64",
+                               "uint64", "half",  "float", "double", "bfloat16"};
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  for (int t = 0; t < braidNumTypes; ++t) {
+    const braidDataType_t type = static_cast<braidDataType_t>(t);
+    CHECK(std::string(TypeName(type)) == names[t]);
+    CHECK(TypeSize(type) == sizes[t]);
+    CHECK(IsFloatingType(type) == (t >= braidFloat16));
+  }
+  CHECK(std::string(TypeName(braidNumTypes)) == "invalid");
+  CHECK(TypeSize(braidNumTypes) == 0);
+  const char* const ops[] = {"sum", "prod", "max", "min", "avg"};
+  for (int o = 0; o < braidNumOps; ++o) {
+    CHECK(std::string(OpName(static_cast<braidRedOp_t>(o))) == ops[o]);
+  }
+  CHECK(std::string(OpName(braidNumOps)) == "invalid");
+  // -d and -o accept exactly these spellings.
+  for (const char* name : names) {
+    PerfOptions o;
+    std::string error;
+    INFO(name);
+    CHECK(Parse({"-d", name}, &o, &error) == ParseOutcome::kRun);
+    CHECK(o.types.size() == 1);
+  }
+}
+
+// Runs PerfMain over {"all_reduce_perf", args...} with AllReduceCollective.
+int RunPerfMain(std::initializer_list<const char*> args) {
+  std::vector<std::string> storage{"all_reduce_perf"};
+  for (const char* a : args) storage.emplace_back(a);
+  std::vector<char*> argv;
+  for (std::string& s : storage) argv.push_back(&s[0]);
+  argv.push_back(nullptr);
+  return PerfMain(static_cast<int>(storage.size()), argv.data(), AllReduceCollective());
+}
+
+TEST_CASE("PerfMain's exit statuses: help 0, bad flags 2, a failed braid call 3", "[bench]") {
+  CHECK(RunPerfMain({"-h"}) == 0);
+  CHECK(RunPerfMain({"-b", "1M", "-e", "1K"}) == 2);
+  CHECK(RunPerfMain({"-x", "1"}) == 2);
+  // No launch environment: braidCommInitEnv fails, and the driver reports it as a value (no
+  // exception crosses PerfMain) with status 3, before any communicator exists.
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+                           "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}) {
+    unsetenv(name);
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string json = std::string(tmp ? tmp : "/tmp") + "/init_fails_" +
+                           std::to_string(getpid()) + ".json";
+  CHECK(RunPerfMain({"-b", "8", "-e", "8", "-J", json.c_str()}) == 3);
+  // The report is opened after the communicator exists, so none was written.
+  CHECK(std::ifstream(json).good() == false);
+}
+
 }  // namespace
 }  // namespace braid::bench

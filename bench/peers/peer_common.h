@@ -218,7 +218,7 @@ inline double BusFactor(Coll c, int nranks) {
   return 1.0;
 }
 
-// ---- Output, exactly as bench/perf_common.cc ------------------------------------------------
+// ---- Output, exactly as bench/perf_table.cc -------------------------------------------------
 
 inline std::string FormatFloat(double value, int width) {
   if (!std::isfinite(value)) return Printf("%*g", width, value);
