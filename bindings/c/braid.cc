@@ -1,22 +1,17 @@
-// The C API: argument checks, handle lookup and error conversion over braid::Communicator.
-// Nothing here knows about transports or algorithms.
+// The C API: argument checks, handle lookup and error conversion over braid::Communicator and
+// core/bootstrap.h. Nothing here knows about stores, transports or algorithms.
 #include "bindings/c/braid.h"
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "bindings/c/comm_handle.h"
 #include "bindings/c/config_from_c.h"
 #include "bindings/c/group.h"
-#include "core/communicator.h"
+#include "algorithms/collective.h"
 #include "core/base/datatype.h"
-#include "core/base/logging.h"
-#include "rendezvous/bootstrap.h"
-#include "rendezvous/launch_env.h"
-#include "rendezvous/prefix_store.h"
-#include "rendezvous/unique_id.h"
+#include "core/bootstrap.h"
+#include "core/communicator.h"
 
 using braid::Code;
 using braid::Status;
@@ -27,7 +22,7 @@ static_assert(static_cast<int>(Code::kTimeout) == braidTimeout, "codes follow br
 static_assert(static_cast<int>(braid::DataType::kBfloat16) == braidBfloat16, "types follow braid.h");
 static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "ops follow braid.h");
 static_assert(braid::Communicator::kNoColor == BRAID_SPLIT_NOCOLOR, "split colors follow braid.h");
-static_assert(sizeof(braidUniqueId) == braid::rendezvous::kUniqueIdBytes, "unique id size");
+static_assert(sizeof(braidUniqueId) == braid::kUniqueIdBytes, "unique id size");
 
 namespace {
 
@@ -98,28 +93,14 @@ inline Status CheckHostStream(braidStream_t stream) {
   return Status::Ok();
 }
 
-Status MakeComm(braidComm_t* out, braid::Communicator::InitOptions options) {
-  auto created = braid::Communicator::Create(std::move(options));
+// Gives a communicator made by core/bootstrap.h a live handle.
+Status MakeComm(braidComm_t* out, braid::Result<std::unique_ptr<braid::Communicator>> created) {
   if (!created.ok()) return created.status();
   auto* handle = new braidComm();
   handle->impl = std::move(created).value();
   braid::capi::RegisterComm(handle);
   *out = handle;
   return Status::Ok();
-}
-
-std::string Who(int rank) { return "rank " + std::to_string(rank); }
-
-// Opens further connections to the same store with the same key prefix (hang diagnosis).
-std::function<braid::Result<std::shared_ptr<braid::rendezvous::Store>>()> StoreOpener(
-    std::string host, int port, std::string secret, std::string prefix, int64_t timeout_ms) {
-  return [=]() -> braid::Result<std::shared_ptr<braid::rendezvous::Store>> {
-    auto store = braid::rendezvous::ConnectStore(host, port, secret,
-                                                 braid::Deadline::AfterMs(timeout_ms));
-    if (!store.ok()) return store.status();
-    return std::shared_ptr<braid::rendezvous::Store>(
-        std::make_shared<braid::rendezvous::PrefixStore>(std::move(store).value(), prefix));
-  };
 }
 
 }  // namespace
@@ -157,9 +138,7 @@ braidResult_t braidGetUniqueId(braidUniqueId* uniqueId) {
     if (uniqueId == nullptr) return Status::InvalidArgument("uniqueId is NULL");
     braid::Config config;
     BRAID_ASSIGN_OR_RETURN(config, braid::capi::ConfigFromC(nullptr));
-    braid::rendezvous::UniqueIdFields fields;
-    BRAID_ASSIGN_OR_RETURN(fields, braid::rendezvous::NewUniqueId(config));
-    return braid::rendezvous::EncodeUniqueId(fields, uniqueId->internal);
+    return braid::NewUniqueId(config, uniqueId->internal);
   });
 }
 
@@ -168,27 +147,11 @@ braidResult_t braidCommInitRankConfig(braidComm_t* comm, int nranks, braidUnique
   return Guarded(nullptr, [&]() -> Status {
     if (comm == nullptr) return Status::InvalidArgument("comm (the output pointer) is NULL");
     *comm = nullptr;
-    if (nranks < 1) return Status::InvalidArgument("nranks " + std::to_string(nranks) + " is below 1");
-    if (rank < 0 || rank >= nranks) {
-      return Status::InvalidArgument("rank " + std::to_string(rank) + " is outside [0, nranks=" +
-                                     std::to_string(nranks) + ")");
-    }
-    braid::Communicator::InitOptions options;
-    BRAID_ASSIGN_OR_RETURN(options.config, braid::capi::ConfigFromC(config));
-    braid::rendezvous::UniqueIdFields id;
-    BRAID_ASSIGN_OR_RETURN(id, braid::rendezvous::DecodeUniqueId(commId.internal));
-    const braid::Deadline deadline = braid::Deadline::AfterMs(options.config.timeout_ms);
-    std::shared_ptr<braid::rendezvous::Store> store;
-    auto connected = braid::rendezvous::ConnectStore(id.host, id.port, id.token, deadline);
-    if (!connected.ok()) return connected.status().WithContext(Who(rank) + ": reaching the store of the unique id");
-    store = std::move(connected).value();
-    options.rank = rank;
-    options.size = nranks;
-    options.comm_id = braid::rendezvous::CommIdFromText(id.token);
-    options.secret = id.token;
-    options.store = std::make_shared<braid::rendezvous::PrefixStore>(store, "comm");
-    options.open_store = StoreOpener(id.host, id.port, id.token, "comm", options.config.timeout_ms);
-    return MakeComm(comm, std::move(options));
+    BRAID_RETURN_IF_ERROR(braid::CheckMembership(nranks, rank));
+    braid::Config settings;
+    BRAID_ASSIGN_OR_RETURN(settings, braid::capi::ConfigFromC(config));
+    return MakeComm(comm, braid::CreateFromUniqueId(commId.internal, nranks, rank,
+                                                    std::move(settings)));
   });
 }
 
@@ -197,36 +160,12 @@ braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId com
 }
 
 braidResult_t braidCommInitEnv(braidComm_t* comm, braidConfig_t* config) {
-  // Each env:// communicator of this process gets its own key space; every rank makes them in
-  // the same order, so the k-th one matches across ranks.
-  static std::atomic<int> env_generation{0};
   return Guarded(nullptr, [&]() -> Status {
     if (comm == nullptr) return Status::InvalidArgument("comm (the output pointer) is NULL");
     *comm = nullptr;
-    braid::Communicator::InitOptions options;
-    BRAID_ASSIGN_OR_RETURN(options.config, braid::capi::ConfigFromC(config));
-    braid::rendezvous::LaunchEnvironment env;
-    BRAID_ASSIGN_OR_RETURN(env, braid::rendezvous::ReadLaunchEnvironment());
-    if (env.rank == 0 && !env.store_hosted) {
-      BRAID_RETURN_IF_ERROR(braid::rendezvous::HostStoreOnce(env.master_port, env.secret));
-    }
-    const braid::Deadline deadline = braid::Deadline::AfterMs(options.config.timeout_ms);
-    auto connected =
-        braid::rendezvous::ConnectStore(env.master_addr, env.master_port, env.secret, deadline);
-    if (!connected.ok()) {
-      return connected.status().WithContext(Who(env.rank) + ": reaching the env:// store at " +
-                                            env.master_addr + ":" + std::to_string(env.master_port));
-    }
-    std::string space = "env/" + std::to_string(env_generation.fetch_add(1));
-    options.rank = env.rank;
-    options.size = env.world_size;
-    options.secret = env.secret;
-    options.comm_id = braid::rendezvous::CommIdFromText(env.secret + "@" + env.master_addr + ":" +
-                                                        std::to_string(env.master_port) + "/" + space);
-    options.store = std::make_shared<braid::rendezvous::PrefixStore>(connected.value(), space);
-    options.open_store = StoreOpener(env.master_addr, env.master_port, env.secret, space,
-                                     options.config.timeout_ms);
-    return MakeComm(comm, std::move(options));
+    braid::Config settings;
+    BRAID_ASSIGN_OR_RETURN(settings, braid::capi::ConfigFromC(config));
+    return MakeComm(comm, braid::CreateFromEnvironment(std::move(settings)));
   });
 }
 
