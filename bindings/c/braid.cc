@@ -286,42 +286,107 @@ inline Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype
   return Status::Ok();
 }
 
+// One collective call as braid.h received it, with what its checks need to know, named at the
+// call site (C++17 has no designated initializers, so named setters stand in for them):
+//   Call(Collective::kReduce, sendbuff, recvbuff, count, datatype).Op(op).Root(root)
+// Unset, a call takes no op and no root (sum and 0 are passed on), its buffers hold `count`
+// elements, and this rank reads sendbuff and writes recvbuff. Everything is inline and the
+// flags are constants in each entry point, so Collect's checks that a flag turns off fold away
+// (the 2-rank 8-byte allreduce is counted to the instruction: docs/PERFORMANCE.md).
+struct CollectiveCall {
+  CollectiveArgs args;  // kind, buffers, count (type, op and root are filled in by Collect)
+  braidDataType_t datatype = braidUint8;
+  braidRedOp_t op = braidSum;
+  bool uses_op = false;
+  int root = 0;
+  bool uses_root = false;
+  size_t per_rank = 1;       // a buffer holds count * per_rank elements (checked for overflow)
+  bool reads_send = true;    // this rank reads sendbuff
+  bool writes_recv = true;   // this rank writes recvbuff
+
+  // The reduction (allreduce, reduce, reduce-scatter); checked as a braidRedOp_t.
+  CollectiveCall Op(braidRedOp_t value) const {
+    CollectiveCall call = *this;
+    call.op = value;
+    call.uses_op = true;
+    return call;
+  }
+  // The root (broadcast, reduce, gather, scatter); checked against the communicator's size.
+  CollectiveCall Root(int value) const {
+    CollectiveCall call = *this;
+    call.root = value;
+    call.uses_root = true;
+    return call;
+  }
+  // count is one rank's share of a buffer of nranks * count elements.
+  CollectiveCall PerRank(size_t nranks) const {
+    CollectiveCall call = *this;
+    call.per_rank = nranks;
+    return call;
+  }
+  // Whether this rank reads sendbuff (NCCL: a non-root's may be NULL where only the root reads).
+  CollectiveCall ReadsSend(bool value) const {
+    CollectiveCall call = *this;
+    call.reads_send = value;
+    return call;
+  }
+  // Whether this rank writes recvbuff (NCCL: a non-root's may be NULL where only the root writes).
+  CollectiveCall WritesRecv(bool value) const {
+    CollectiveCall call = *this;
+    call.writes_recv = value;
+    return call;
+  }
+};
+
+inline CollectiveCall Call(Collective kind, const void* sendbuff, void* recvbuff, size_t count,
+                           braidDataType_t datatype) {
+  CollectiveCall call;
+  call.args.kind = kind;
+  call.args.sendbuf = sendbuff;
+  call.args.recvbuf = recvbuff;
+  call.args.count = count;
+  call.datatype = datatype;
+  return call;
+}
+
 // Checks shared by every collective, then submits it (or queues it inside a group).
-// `send_needed` / `recv_needed`: whether this rank reads sendbuff / writes recvbuff.
-// Inlined into each entry point so that the flags, constants there, drop the checks they turn off.
-__attribute__((always_inline)) inline braidResult_t Collect(
-    braidComm_t comm, CollectiveArgs args, braidDataType_t datatype, braidRedOp_t op, bool uses_op,
-    int root, bool uses_root, size_t multiple, bool send_needed, bool recv_needed,
-    braidStream_t stream) {
+// Inlined into each entry point so that the call's flags, constants there, drop the checks they
+// turn off.
+__attribute__((always_inline)) inline braidResult_t Collect(braidComm_t comm, CollectiveCall call,
+                                                            braidStream_t stream) {
   return Guarded(comm, [&]() __attribute__((always_inline)) -> Status {
+    // A copy: SubmitCollective takes its address, and `call` itself must not escape, or its
+    // flags would be stored to memory instead of folding away.
+    CollectiveArgs args = call.args;
+    const braidDataType_t datatype = call.datatype;
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
     BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
-    if (uses_op) BRAID_RETURN_IF_ERROR(CheckOp(op));
-    if (uses_root) BRAID_RETURN_IF_ERROR(CheckRank(root, "root", comm));
-    BRAID_RETURN_IF_ERROR(CheckCount(args.count, multiple, datatype));
-    if (send_needed) BRAID_RETURN_IF_ERROR(CheckBuffer(args.sendbuf, "sendbuff", args.count, datatype));
-    if (recv_needed) BRAID_RETURN_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype));
+    if (call.uses_op) BRAID_RETURN_IF_ERROR(CheckOp(call.op));
+    if (call.uses_root) BRAID_RETURN_IF_ERROR(CheckRank(call.root, "root", comm));
+    BRAID_RETURN_IF_ERROR(CheckCount(args.count, call.per_rank, datatype));
+    if (call.reads_send) {
+      BRAID_RETURN_IF_ERROR(CheckBuffer(args.sendbuf, "sendbuff", args.count, datatype));
+    }
+    if (call.writes_recv) {
+      BRAID_RETURN_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype));
+    }
     BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
     args.type = static_cast<braid::DataType>(datatype);
-    args.op = uses_op ? static_cast<braid::ReduceOp>(op) : braid::ReduceOp::kSum;
-    args.root = uses_root ? root : 0;
+    args.op = call.uses_op ? static_cast<braid::ReduceOp>(call.op) : braid::ReduceOp::kSum;
+    args.root = call.uses_root ? call.root : 0;
     if (args.count == 0 && args.kind != Collective::kBarrier) return Status::Ok();
     return braid::capi::SubmitCollective(comm, args);
   });
 }
 
-CollectiveArgs Args(Collective kind, const void* sendbuff, void* recvbuff, size_t count) {
-  CollectiveArgs args;
-  args.kind = kind;
-  args.sendbuf = sendbuff;
-  args.recvbuf = recvbuff;
-  args.count = count;
-  return args;
-}
-
 // Which rank this is, or -1 if the communicator is not live (Collect then reports that).
 int RankOf(braidComm_t comm) {
   return braid::capi::CheckComm(comm).ok() ? comm->impl->rank() : -1;
+}
+
+// nranks, or 1 if the communicator is not live (Collect then reports that).
+size_t SizeOf(braidComm_t comm) {
+  return static_cast<size_t>(braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1);
 }
 
 braidResult_t Transfer(bool is_send, const void* sendbuff, void* recvbuff, size_t count,
@@ -351,63 +416,79 @@ extern "C" {
 braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
                              braidStream_t stream) {
-  return Collect(comm, Args(Collective::kAllReduce, sendbuff, recvbuff, count), datatype, op, true,
-                 0, false, 1, true, true, stream);
+  return Collect(comm, Call(Collective::kAllReduce, sendbuff, recvbuff, count, datatype).Op(op),
+                 stream);
 }
 
 braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              braidDataType_t datatype, int root, braidComm_t comm,
                              braidStream_t stream) {
   // Only the root reads sendbuff (NCCL: non-roots may pass NULL).
-  return Collect(comm, Args(Collective::kBroadcast, sendbuff, recvbuff, count), datatype, braidSum,
-                 false, root, true, 1, RankOf(comm) == root, true, stream);
+  return Collect(comm,
+                 Call(Collective::kBroadcast, sendbuff, recvbuff, count, datatype)
+                     .Root(root)
+                     .ReadsSend(RankOf(comm) == root),
+                 stream);
 }
 
 braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count,
                           braidDataType_t datatype, braidRedOp_t op, int root, braidComm_t comm,
                           braidStream_t stream) {
   // Only the root writes recvbuff.
-  return Collect(comm, Args(Collective::kReduce, sendbuff, recvbuff, count), datatype, op, true,
-                 root, true, 1, true, RankOf(comm) == root, stream);
+  return Collect(comm,
+                 Call(Collective::kReduce, sendbuff, recvbuff, count, datatype)
+                     .Op(op)
+                     .Root(root)
+                     .WritesRecv(RankOf(comm) == root),
+                 stream);
 }
 
 braidResult_t braidAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              braidDataType_t datatype, braidComm_t comm, braidStream_t stream) {
-  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
-  return Collect(comm, Args(Collective::kAllGather, sendbuff, recvbuff, sendcount), datatype,
-                 braidSum, false, 0, false, static_cast<size_t>(size), true, true, stream);
+  return Collect(comm,
+                 Call(Collective::kAllGather, sendbuff, recvbuff, sendcount, datatype)
+                     .PerRank(SizeOf(comm)),
+                 stream);
 }
 
 braidResult_t braidReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  braidDataType_t datatype, braidRedOp_t op, braidComm_t comm,
                                  braidStream_t stream) {
-  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
-  return Collect(comm, Args(Collective::kReduceScatter, sendbuff, recvbuff, recvcount), datatype,
-                 op, true, 0, false, static_cast<size_t>(size), true, true, stream);
+  return Collect(comm,
+                 Call(Collective::kReduceScatter, sendbuff, recvbuff, recvcount, datatype)
+                     .Op(op)
+                     .PerRank(SizeOf(comm)),
+                 stream);
 }
 
 braidResult_t braidAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                             braidDataType_t datatype, braidComm_t comm, braidStream_t stream) {
-  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
-  return Collect(comm, Args(Collective::kAllToAll, sendbuff, recvbuff, count), datatype, braidSum,
-                 false, 0, false, static_cast<size_t>(size), true, true, stream);
+  return Collect(comm,
+                 Call(Collective::kAllToAll, sendbuff, recvbuff, count, datatype)
+                     .PerRank(SizeOf(comm)),
+                 stream);
 }
 
 braidResult_t braidGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                           braidDataType_t datatype, int root, braidComm_t comm,
                           braidStream_t stream) {
-  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
-  return Collect(comm, Args(Collective::kGather, sendbuff, recvbuff, sendcount), datatype, braidSum,
-                 false, root, true, static_cast<size_t>(size), true, RankOf(comm) == root, stream);
+  return Collect(comm,
+                 Call(Collective::kGather, sendbuff, recvbuff, sendcount, datatype)
+                     .Root(root)
+                     .PerRank(SizeOf(comm))
+                     .WritesRecv(RankOf(comm) == root),
+                 stream);
 }
 
 braidResult_t braidScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                            braidDataType_t datatype, int root, braidComm_t comm,
                            braidStream_t stream) {
-  int size = braid::capi::CheckComm(comm).ok() ? comm->impl->size() : 1;
-  return Collect(comm, Args(Collective::kScatter, sendbuff, recvbuff, recvcount), datatype,
-                 braidSum, false, root, true, static_cast<size_t>(size), RankOf(comm) == root,
-                 true, stream);
+  return Collect(comm,
+                 Call(Collective::kScatter, sendbuff, recvbuff, recvcount, datatype)
+                     .Root(root)
+                     .PerRank(SizeOf(comm))
+                     .ReadsSend(RankOf(comm) == root),
+                 stream);
 }
 
 braidResult_t braidSend(const void* sendbuff, size_t count, braidDataType_t datatype, int peer,
@@ -421,8 +502,11 @@ braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, 
 }
 
 braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream) {
-  return Collect(comm, Args(Collective::kBarrier, nullptr, nullptr, 0), braidUint8, braidSum, false,
-                 0, false, 1, false, false, stream);
+  return Collect(comm,
+                 Call(Collective::kBarrier, nullptr, nullptr, 0, braidUint8)
+                     .ReadsSend(false)
+                     .WritesRecv(false),
+                 stream);
 }
 
 braidResult_t braidGroupStart(void) {
