@@ -114,7 +114,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
   auto job = std::make_shared<Job>();
   job->issue = std::move(issue);
   job->point_to_point = mode == Mode::kPointToPoint;
-  std::string op_name = op;
+  const char* op_name = op;  // a string literal
   job->complete = [work, op_name, extra = std::move(complete_extra)](const Outcome& outcome) {
     if (!outcome.ok()) {
       work->MarkDone(MakeBraidError(op_name, outcome.result, outcome.message));

@@ -131,7 +131,8 @@ class BraidBackend : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   braidComm_t comm_ = nullptr;
   std::unique_ptr<JobQueue> queue_;
-  std::unordered_map<std::string, std::string> titles_;  // op -> "<name>:<op>"
+  // op (a string literal, so its address names it) -> "<name>:<op>"
+  std::unordered_map<const char*, std::string> titles_;
   uint64_t next_sequence_ = 0;
   uint64_t monitored_barriers_ = 0;  // every rank counts alike: the k-th one's store keys
   // Between startCoalescing and endCoalescing: the jobs and works of the batch.

@@ -15,6 +15,17 @@ std::exception_ptr MakeBraidError(const std::string& op, braidResult_t result,
       c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, uint32_t(__LINE__)}, text));
 }
 
+namespace {
+
+// The future's element type, made once: creating a ListType allocates, and every operation makes
+// a future.
+const c10::TypePtr& TensorListType() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
+}  // namespace
+
 BraidWork::BraidWork(int rank, c10d::OpType type, const char* profiling_title,
                      std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
                      braidComm_t comm, uint64_t sequence)
@@ -22,8 +33,7 @@ BraidWork::BraidWork(int rank, c10d::OpType type, const char* profiling_title,
       outputs_(std::move(outputs)),
       comm_(comm),
       sequence_(sequence),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(TensorListType())) {}
 
 void BraidWork::MarkDone(std::exception_ptr error) {
   // The Work first, then the future: whoever sees the future done (DDP, comm hooks) then also
