@@ -25,17 +25,12 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 
 namespace braid::algorithms {
 namespace {
 
 constexpr size_t kRecvWindow = 8;
-
-std::string Describe(const CollectiveContext& ctx, size_t count, DataType type, int root) {
-  return "rank " + std::to_string(ctx.rank) + ": broadcast #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(count) + " x " + DataTypeName(type) + ", root " + std::to_string(root) +
-         ", binomial)";
-}
 
 }  // namespace
 
@@ -71,9 +66,13 @@ Status BinomialBroadcast(const CollectiveContext& ctx, const void* sendbuf, void
   auto chunk_len = [&](size_t c) { return std::min(chunk_elems, count - c * chunk_elems); };
   // The root sends from sendbuf (copied into recvbuf at the end, overlapping the sends).
   const char* source = is_root ? in : out;
-  auto fail = [&](const Status& status, const std::string& what, int peer) {
-    return status.WithContext(Describe(ctx, count, type, root) + ": " + what + " rank " +
-                              std::to_string(peer));
+  auto fail = [&](const Status& status, const char* what, int peer) {
+    CollectiveArgs call;  // as errors name it: only the fields OperationContext reads
+    call.kind = Collective::kBroadcast;
+    call.count = count;
+    call.type = type;
+    call.root = root;
+    return WithOperationContext(status, ctx, call, "binomial", what, peer);
   };
 
   std::deque<transport::RequestPtr> recvs;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
@@ -34,13 +35,6 @@ namespace {
 
 constexpr size_t kRecvWindow = 4;
 constexpr size_t kAccSlots = 4;
-
-std::string Describe(const CollectiveContext& ctx, size_t count, DataType type, ReduceOp op,
-                     int root) {
-  return "rank " + std::to_string(ctx.rank) + ": reduce #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(count) + " x " + DataTypeName(type) + ", " + ReduceOpName(op) + ", root " +
-         std::to_string(root) + ", binomial)";
-}
 
 }  // namespace
 
@@ -82,9 +76,9 @@ Status BinomialReduce(const CollectiveContext& ctx, const void* sendbuf, void* r
                                          (kRecvWindow + (needs_acc ? kAccSlots : 0)) * slot_bytes));
   char* recv_slots = scratch;
   char* acc_slots = needs_acc ? scratch + kRecvWindow * slot_bytes : nullptr;
-  auto fail = [&](const Status& status, const std::string& what, int peer) {
-    return status.WithContext(Describe(ctx, count, type, op, root) + ": " + what + " rank " +
-                              std::to_string(peer));
+  auto fail = [&](const Status& status, const char* what, int peer) {
+    const CollectiveArgs call{Collective::kReduce, sendbuf, recvbuf, count, type, op, root};
+    return WithOperationContext(status, ctx, call, "binomial", what, peer);
   };
 
   // Receives are numbered j = c * children + k and consumed in that order.

@@ -38,18 +38,10 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
-namespace {
-
-std::string Describe(const CollectiveContext& ctx, size_t count, DataType type, ReduceOp op) {
-  return "rank " + std::to_string(ctx.rank) + ": allreduce #" + std::to_string(ctx.sequence) +
-         " (" + std::to_string(count) + " x " + DataTypeName(type) + ", " + ReduceOpName(op) +
-         ", direct)";
-}
-
-}  // namespace
 
 Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                        size_t count, DataType type, ReduceOp op) {
@@ -65,6 +57,10 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
   char* scratch = static_cast<char*>(ctx.scratch(static_cast<size_t>(n) * bytes));
   auto slot = [&](int p) { return scratch + static_cast<size_t>(p) * bytes; };
   const uint64_t tag = MessageTag(ctx.sequence, 0);
+  // This call as errors name it (operation_context.h); made only on failure.
+  auto call = [&] {
+    return CollectiveArgs{Collective::kAllReduce, sendbuf, recvbuf, count, type, op};
+  };
 
   // Peers in the order rank+1, rank+2, ...: every rank starts with a different peer, so the first
   // messages do not all converge on rank 0.
@@ -75,7 +71,7 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
   for (int k = 1; k < n; ++k) {
     const int peer = (rank + k) % n;
     auto connection = ctx.connection(peer);
-    if (!connection.ok()) return connection.status().WithContext(Describe(ctx, count, type, op));
+    if (!connection.ok()) return WithOperationContext(connection.status(), ctx, call(), "direct");
     sends[peer] = connection.value()->PostSend(sendbuf, bytes, tag);
     receives[peer] = connection.value()->PostRecv(slot(peer), bytes, tag);
   }
@@ -84,8 +80,7 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
       const int peer = (rank + k) % n;
       Status status = by_peer[peer]->Wait(ctx.deadline);
       if (!status.ok()) {
-        return status.WithContext(Describe(ctx, count, type, op) + ": " + doing + " rank " +
-                                  std::to_string(peer));
+        return WithOperationContext(status, ctx, call(), "direct", doing, peer);
       }
     }
     return Status::Ok();

@@ -15,15 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/operation_context.h"
+
 namespace braid::algorithms {
 
 Status DisseminationBarrier(const CollectiveContext& ctx, const CollectiveArgs&) {
   const int n = ctx.size;
   const int r = ctx.rank;
   if (n == 1) return Status::Ok();
+  // "rank 3: barrier #2 (dissemination)", whatever the caller's args say besides.
   auto describe = [&] {
-    return "rank " + std::to_string(r) + ": barrier #" + std::to_string(ctx.sequence) +
-           " (dissemination)";
+    CollectiveArgs barrier;
+    barrier.kind = Collective::kBarrier;
+    return OperationContext(ctx, barrier, "dissemination");
   };
   char token = 0;  // zero bytes move; transports still get a valid address
   std::vector<std::pair<int, transport::RequestPtr>> sends;

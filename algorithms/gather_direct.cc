@@ -14,15 +14,12 @@
 
 #include "algorithms/cost_model.h"
 #include "algorithms/gather.h"
+#include "algorithms/operation_context.h"
 
 namespace braid::algorithms {
 namespace {
 
-std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  return "rank " + std::to_string(ctx.rank) + ": gather #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per rank, root " +
-         std::to_string(args.root) + ", direct)";
-}
+constexpr const char* kName = "direct";  // in error messages
 
 }  // namespace
 
@@ -37,7 +34,7 @@ Status DirectGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx.connection(root));
     Status status = connection->PostSend(args.sendbuf, block, tag)->Wait(ctx.deadline);
     if (!status.ok()) {
-      return status.WithContext(Describe(ctx, args) + ": sending to rank " + std::to_string(root));
+      return WithOperationContext(status, ctx, args, kName, "sending to", root);
     }
     return Status::Ok();
   }
@@ -47,7 +44,7 @@ Status DirectGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
   for (int peer = 0; peer < n; ++peer) {
     if (peer == root) continue;
     auto connection = ctx.connection(peer);
-    if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+    if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
     receives[peer] = connection.value()->PostRecv(out + peer * block, block, tag);
   }
   // In place, the root's block already sits at its offset.
@@ -56,8 +53,7 @@ Status DirectGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
     if (peer == root) continue;
     Status status = receives[peer]->Wait(ctx.deadline);
     if (!status.ok()) {
-      return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
-                                std::to_string(peer));
+      return WithOperationContext(status, ctx, args, kName, "receiving from", peer);
     }
   }
   return Status::Ok();

@@ -28,16 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/operation_context.h"
+
 namespace braid::algorithms {
 namespace {
 
+constexpr const char* kName = "pairwise";              // in error messages
 constexpr size_t kWindow = 4;                          // rounds in flight
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;  // in-place staging, all blocks
-
-std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  return "rank " + std::to_string(ctx.rank) + ": alltoall #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per peer, pairwise)";
-}
 
 }  // namespace
 
@@ -90,22 +88,25 @@ Status PairwiseAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args
       return Status::Ok();
     };
     for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) {
-      BRAID_RETURN_IF_ERROR(post(k).WithContext(Describe(ctx, args)));
+      Status status = post(k);
+      if (!status.ok()) return WithOperationContext(status, ctx, args, kName);
     }
     for (size_t k = 1; k <= rounds; ++k) {
       Status status = posted[k].recv->Wait(ctx.deadline);
       if (!status.ok()) {
-        return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
-                                  std::to_string((r + n - k) % n));
+        return WithOperationContext(status, ctx, args, kName, "receiving from",
+                                    static_cast<int>((r + n - k) % n));
       }
       status = posted[k].send->Wait(ctx.deadline);
       if (!status.ok()) {
-        return status.WithContext(Describe(ctx, args) + ": sending to rank " +
-                                  std::to_string((r + k) % n));
+        return WithOperationContext(status, ctx, args, kName, "sending to",
+                                    static_cast<int>((r + k) % n));
       }
       posted[k] = Round{};
-      if (k + kWindow <= rounds)
-        BRAID_RETURN_IF_ERROR(post(k + kWindow).WithContext(Describe(ctx, args)));
+      if (k + kWindow <= rounds) {
+        status = post(k + kWindow);
+        if (!status.ok()) return WithOperationContext(status, ctx, args, kName);
+      }
     }
   }
   return Status::Ok();

@@ -3,21 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "algorithms/operation_context.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
-namespace {
-
-bool UsesOp(Collective kind) {
-  return kind == Collective::kAllReduce || kind == Collective::kReduce ||
-         kind == Collective::kReduceScatter;
-}
-bool UsesRoot(Collective kind) {
-  return kind == Collective::kBroadcast || kind == Collective::kReduce ||
-         kind == Collective::kGather || kind == Collective::kScatter;
-}
-
-}  // namespace
 
 Primitives::Primitives(const CollectiveContext& ctx, const CollectiveArgs& args,
                        const char* algorithm)
@@ -239,14 +228,8 @@ Status Primitives::Fail(const Status& status, bool receiving, uint64_t message) 
                             std::to_string(receiving ? prev_rank_ : next_rank_));
 }
 
-// "rank 2: reduce #17 (1021 x float32, sum, root 0, ring)"; built only when something failed.
-std::string Primitives::Describe() const {
-  std::string text = "rank " + std::to_string(ctx_.rank) + ": " + CollectiveName(args_.kind) +
-                     " #" + std::to_string(ctx_.sequence) + " (" + std::to_string(args_.count) +
-                     " x " + DataTypeName(args_.type);
-  if (UsesOp(args_.kind)) text += std::string(", ") + ReduceOpName(args_.op);
-  if (UsesRoot(args_.kind)) text += ", root " + std::to_string(args_.root);
-  return text + ", " + algorithm_ + ")";
-}
+// "rank 2: reduce #17 (1021 x float, sum, root 0, ring)" (operation_context.h); built only when
+// something failed.
+std::string Primitives::Describe() const { return OperationContext(ctx_, args_, algorithm_); }
 
 }  // namespace braid::algorithms

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
@@ -112,10 +113,12 @@ class Exchanger {
 
  private:
   Status Fail(const Status& status, const char* what, int peer) const {
-    return status.WithContext("rank " + std::to_string(ctx_.rank) + ": allreduce #" +
-                              std::to_string(ctx_.sequence) + " (" + std::to_string(count_) +
-                              " x " + DataTypeName(type_) + ", " + ReduceOpName(op_) + ", " +
-                              algorithm_ + "): " + what + " rank " + std::to_string(peer));
+    CollectiveArgs call;  // as errors name it: only the fields OperationContext reads
+    call.kind = Collective::kAllReduce;
+    call.count = count_;
+    call.type = type_;
+    call.op = op_;
+    return WithOperationContext(status, ctx_, call, algorithm_, what, peer);
   }
 
   const CollectiveContext& ctx_;

@@ -24,18 +24,15 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "algorithms/scatter.h"
 
 namespace braid::algorithms {
 namespace {
 
-constexpr size_t kMaxScratchBytes = size_t{32} << 20;
+constexpr const char* kName = "binomial";  // in error messages
 
-std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  return "rank " + std::to_string(ctx.rank) + ": scatter #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per rank, root " +
-         std::to_string(args.root) + ", binomial)";
-}
+constexpr size_t kMaxScratchBytes = size_t{32} << 20;
 
 // Lowest set bit of v; for the root (v == 0) a power of two >= n, so all ranks are below it.
 int LowBit(int v, int n) {
@@ -90,15 +87,14 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
       }
     } else {
       auto connection = ctx.connection(parent);
-      if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
       char* target = leaf ? out + first * elem : scratch;
       Status status =
           connection.value()
               ->PostRecv(target, subtree * slot, MessageTag(ctx.sequence, j * levels + Log2(low)))
               ->Wait(ctx.deadline);
       if (!status.ok()) {
-        return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
-                                  std::to_string(parent));
+        return WithOperationContext(status, ctx, args, kName, "receiving from", parent);
       }
     }
     sends.clear();
@@ -107,7 +103,7 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
       const int child = (v + m + root) % n;
       const size_t bytes = std::min(m, n - (v + m)) * slot;
       auto connection = ctx.connection(child);
-      if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
       sends.emplace_back(
           child, connection.value()->PostSend(scratch + m * slot, bytes,
                                               MessageTag(ctx.sequence, j * levels + Log2(m))));
@@ -118,8 +114,7 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
     for (auto& [child, request] : sends) {
       Status status = request->Wait(ctx.deadline);  // scratch is reused by the next slice
       if (!status.ok()) {
-        return status.WithContext(Describe(ctx, args) + ": sending to rank " +
-                                  std::to_string(child));
+        return WithOperationContext(status, ctx, args, kName, "sending to", child);
       }
     }
   }

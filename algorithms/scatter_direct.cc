@@ -13,16 +13,13 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "algorithms/scatter.h"
 
 namespace braid::algorithms {
 namespace {
 
-std::string Describe(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  return "rank " + std::to_string(ctx.rank) + ": scatter #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(args.count) + " x " + DataTypeName(args.type) + " per rank, root " +
-         std::to_string(args.root) + ", direct)";
-}
+constexpr const char* kName = "direct";  // in error messages
 
 }  // namespace
 
@@ -37,8 +34,7 @@ Status DirectScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx.connection(root));
     Status status = connection->PostRecv(args.recvbuf, block, tag)->Wait(ctx.deadline);
     if (!status.ok()) {
-      return status.WithContext(Describe(ctx, args) + ": receiving from rank " +
-                                std::to_string(root));
+      return WithOperationContext(status, ctx, args, kName, "receiving from", root);
     }
     return Status::Ok();
   }
@@ -48,7 +44,7 @@ Status DirectScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
   for (int peer = 0; peer < n; ++peer) {
     if (peer == root) continue;
     auto connection = ctx.connection(peer);
-    if (!connection.ok()) return connection.status().WithContext(Describe(ctx, args));
+    if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
     sends[peer] = connection.value()->PostSend(in + peer * block, block, tag);
   }
   // In place, the root's block already sits at its offset.
@@ -57,7 +53,7 @@ Status DirectScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
     if (peer == root) continue;
     Status status = sends[peer]->Wait(ctx.deadline);
     if (!status.ok()) {
-      return status.WithContext(Describe(ctx, args) + ": sending to rank " + std::to_string(peer));
+      return WithOperationContext(status, ctx, args, kName, "sending to", peer);
     }
   }
   return Status::Ok();

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/operation_context.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
@@ -75,11 +76,6 @@ struct Action {
   int peer;   // -1 for kRootDone
   int child;  // kRecvUp: which child (0 folds into sendbuf's value, 1 into the partial)
 };
-
-std::string Describe(const CollectiveContext& ctx, size_t count, DataType type, ReduceOp op) {
-  return "rank " + std::to_string(ctx.rank) + ": allreduce #" + std::to_string(ctx.sequence) + " (" +
-         std::to_string(count) + " x " + DataTypeName(type) + ", " + ReduceOpName(op) + ", tree)";
-}
 
 }  // namespace
 
@@ -182,9 +178,9 @@ Status TreeAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* re
     }
   };
   std::deque<std::pair<transport::RequestPtr, int>> sends;
-  auto fail = [&](const Status& status, const std::string& what, int peer) {
-    return status.WithContext(Describe(ctx, count, type, op) + ": " + what + " rank " +
-                              std::to_string(peer));
+  auto fail = [&](const Status& status, const char* what, int peer) {
+    const CollectiveArgs call{Collective::kAllReduce, sendbuf, recvbuf, count, type, op};
+    return WithOperationContext(status, ctx, call, "tree", what, peer);
   };
 
   post_receives(kRecvWindow);
