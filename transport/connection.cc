@@ -85,4 +85,9 @@ RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnRec
   return request;
 }
 
+Result<std::optional<Connection::Incoming>> Connection::Probe() {
+  return Status::Internal("the connection to rank " + std::to_string(peer()) +
+                          " cannot look at an incoming message before receiving it (Probe)");
+}
+
 }  // namespace braid::transport

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "core/base/datatype.h"
 #include "core/base/deadline.h"
@@ -138,6 +139,32 @@ class Connection {
   // instructions (posts, a pooled request, the progress loop) to ~330 (docs/PERFORMANCE.md).
   virtual Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                           uint64_t tag, Deadline deadline, Half* failed);
+
+  // What Probe saw of the next incoming message: its tag and byte count.
+  struct Incoming {
+    uint64_t tag = 0;
+    size_t bytes = 0;
+  };
+  // Looks at the next incoming message without receiving it: once it has arrived (at least its
+  // header), returns its tag and byte count; std::nullopt while nothing has arrived yet. The
+  // message stays where it is, for the next PostRecv (which must still carry its tag and size).
+  // Why: a receive from whichever peer sends first (braidRecvAny, MPI_ANY_SOURCE) polls every
+  // peer's connection and posts a receive only on the one whose message has come; the caller
+  // compares the tag with the one it expects (another tag is not an error here: a peer may
+  // already have moved on to a collective's messages).
+  // - Blocking: never; it makes progress as Test() does (on shm and tcp the calling thread moves
+  //   bytes, pushes stalled sends, and reads at most the next message's header, never a byte
+  //   beyond it, so a large payload still lands straight in the receive posted for it).
+  // - Only while no receive is pending on this connection: with one pending, the next message is
+  //   that receive's, and Probe fails with kInternalError.
+  // - Ownership: nothing is taken or kept; the message is neither consumed nor copied out.
+  // - Thread safety: as posting (any thread), but answers are only meaningful to a thread that
+  //   also owns the receives of this connection (another thread's PostRecv may take the message).
+  // - Errors: a failed link (lost peer, Close, Abort) gives its status (kRemoteError naming the
+  //   peer, kAborted), as a receive posted now would; a peer that left without sending anything
+  //   more is such a loss. This default, for transports that cannot look ahead, fails with
+  //   kInternalError.
+  virtual Result<std::optional<Incoming>> Probe();
 };
 
 }  // namespace braid::transport

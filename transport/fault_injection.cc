@@ -43,4 +43,18 @@ RequestPtr DroppingConnection::PostRecv(void* data, size_t bytes, uint64_t tag) 
   return inner_->PostRecv(data, bytes, tag);
 }
 
+RequestPtr DroppingConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
+                                              const ReduceOnReceive& reduce) {
+  MaybeDrop();
+  return inner_->PostRecvReduce(data, bytes, tag, reduce);
+}
+
+Status DroppingConnection::SendRecv(const void* send, size_t send_bytes, void* recv,
+                                    size_t recv_bytes, uint64_t tag, Deadline deadline,
+                                    Half* failed) {
+  if (send_bytes > 0) MaybeDrop();
+  if (recv_bytes > 0) MaybeDrop();
+  return inner_->SendRecv(send, send_bytes, recv, recv_bytes, tag, deadline, failed);
+}
+
 }  // namespace braid::transport

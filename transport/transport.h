@@ -50,6 +50,13 @@ class Transport {
   // up or `deadline` passes (Code::kTimeout naming the peer).
   virtual Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
                                                       Deadline deadline) = 0;
+  // Whether this rank's Connect(peer) waits for the peer to dial it (the accepting side), rather
+  // than dialing the peer's listener, which answers without the peer's thread taking part. On
+  // the accepting side Connect with an already expired deadline claims a link the peer has made
+  // or fails with kTimeout, leaving nothing behind: how a rank links with whichever peer dials it
+  // first without waiting on the others (a receive from any rank). The default is the
+  // convention of transport/handshake.h that tcp and shm follow: the lower rank of a pair dials.
+  virtual bool AwaitsDial(int self, int peer) const { return peer < self; }
   // Fails every pending request of every connection with `reason` and refuses new ones; wakes all
   // waiters at once. Safe from any thread. Idempotent.
   virtual void Abort(const Status& reason) = 0;

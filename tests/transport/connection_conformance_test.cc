@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -332,6 +333,130 @@ TEST_CASE("conformance: a tag or size mismatch fails the receive, naming both an
   REQUIRE(recv->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
   CHECK(CheckPattern(next_buf, 0, 1) == "");
   CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+// Probes `connection` until it reports a message or fails, for at most kTestTimeoutMs.
+Result<std::optional<Connection::Incoming>> ProbeUntilSome(Connection& connection) {
+  const Deadline deadline = Deadline::AfterMs(kTestTimeoutMs);
+  for (;;) {
+    auto probed = connection.Probe();
+    if (!probed.ok() || probed.value() || deadline.Expired()) return probed;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+TEST_CASE("conformance: Probe says nothing until a message arrives, then its tag and size, "
+          "and leaves it for the receive",
+          "[conformance][probe]") {
+  CONFORMANCE_MESH(mesh, 2);
+  Connection& sender = mesh(0, 1);
+  Connection& receiver = mesh(1, 0);
+  auto nothing = receiver.Probe();
+  REQUIRE(nothing.ok());
+  CHECK_FALSE(nothing.value().has_value());
+  // One line, one record, ring pieces or by reference, socket-buffer sized, 0 bytes.
+  const std::vector<size_t> sizes = {8, 1000, 100000, (4 << 20) + 3, 0};
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t bytes = sizes[k];
+    const uint64_t tag = (uint64_t{3} << 62) | (1000 + k);
+    CAPTURE(bytes);
+    std::vector<uint8_t> data = Pattern(bytes, 0, 1), buf(bytes, 0xEE);
+    RequestPtr send = sender.PostSend(data.data(), data.size(), tag);
+    auto probed = ProbeUntilSome(receiver);
+    REQUIRE(probed.ok());
+    REQUIRE(probed.value().has_value());
+    CHECK(probed.value()->tag == tag);
+    CHECK(probed.value()->bytes == bytes);
+    // Asking again changes nothing: the message is still next.
+    auto again = receiver.Probe();
+    REQUIRE(again.ok());
+    REQUIRE(again.value().has_value());
+    CHECK(again.value()->tag == tag);
+    CHECK(again.value()->bytes == bytes);
+    REQUIRE(receiver.PostRecv(buf.data(), bytes, tag)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+    CHECK(CheckPattern(buf, 0, 1) == "");
+    CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+    auto after = receiver.Probe();
+    REQUIRE(after.ok());
+    CHECK_FALSE(after.value().has_value());
+  }
+}
+
+TEST_CASE("conformance: Probe reports another tag as it is; the receive decides",
+          "[conformance][probe]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const size_t bytes = GENERATE(size_t{16}, size_t{200000});
+  CAPTURE(bytes);
+  std::vector<uint8_t> data = Pattern(bytes, 0, 1), buf(bytes);
+  RequestPtr send = mesh(0, 1).PostSend(data.data(), bytes, 77);
+  auto probed = ProbeUntilSome(mesh(1, 0));
+  REQUIRE(probed.ok());
+  REQUIRE(probed.value().has_value());
+  CHECK(probed.value()->tag == 77);  // not what a receive for tag 78 expects, and not an error
+  CHECK(probed.value()->bytes == bytes);
+  // A receive for another size is refused as always and the message dropped whole; a probe
+  // then sees the next message, not the rest of the refused one.
+  Status refused = mesh(1, 0).PostRecv(buf.data(), bytes / 2, 77)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(refused.code() == Code::kInternalError);
+  CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  std::vector<uint8_t> next = Pattern(300, 0, 1), next_buf(300);
+  RequestPtr send_next = mesh(0, 1).PostSend(next.data(), next.size(), 78);
+  auto probed_next = ProbeUntilSome(mesh(1, 0));
+  REQUIRE(probed_next.ok());
+  REQUIRE(probed_next.value().has_value());
+  CHECK(probed_next.value()->tag == 78);
+  CHECK(probed_next.value()->bytes == 300);
+  REQUIRE(mesh(1, 0).PostRecv(next_buf.data(), 300, 78)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(next_buf, 0, 1) == "");
+  CHECK(send_next->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("conformance: Probe while a receive is pending is an error", "[conformance][probe]") {
+  CONFORMANCE_MESH(mesh, 2);
+  std::vector<uint8_t> buf(100);
+  RequestPtr pending = mesh(1, 0).PostRecv(buf.data(), buf.size(), 1);
+  auto probed = mesh(1, 0).Probe();
+  CHECK(probed.status().code() == Code::kInternalError);
+  std::vector<uint8_t> data = Pattern(100, 0, 1);
+  RequestPtr send = mesh(0, 1).PostSend(data.data(), data.size(), 1);
+  REQUIRE(pending->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(CheckPattern(buf, 0, 1) == "");
+  CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("conformance: Probe fails once the link is closed, aborted or the peer is gone, "
+          "after reporting what the peer sent before",
+          "[conformance][probe]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const std::string how = GENERATE(as<std::string>(), "peer closed", "closed here", "aborted here");
+  CAPTURE(how);
+  std::vector<uint8_t> data = Pattern(500, 1, 0), buf(500);
+  REQUIRE(mesh(1, 0).PostSend(data.data(), data.size(), 9)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  if (how == "peer closed") {
+    mesh.conns[1][0].reset();
+    // What it sent before it left is still reported, and received.
+    auto probed = ProbeUntilSome(mesh(0, 1));
+    REQUIRE(probed.ok());
+    REQUIRE(probed.value().has_value());
+    CHECK(probed.value()->tag == 9);
+    CHECK(probed.value()->bytes == 500);
+    REQUIRE(mesh(0, 1).PostRecv(buf.data(), 500, 9)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+    CHECK(CheckPattern(buf, 1, 0) == "");
+    // Then the loss (shm hears of it from its control thread, so it may take a moment).
+    auto lost = ProbeUntilSome(mesh(0, 1));
+    CHECK(lost.status().code() == Code::kRemoteError);
+    CHECK(Contains(lost.status().message(), "rank 1"));
+  } else {
+    if (how == "closed here") {
+      mesh(0, 1).Close(Status::Aborted("closed by the test"));
+    } else {
+      mesh.transports[0]->Abort(Status::Aborted("aborted by the test"));
+    }
+    auto probed = mesh(0, 1).Probe();
+    CHECK(probed.status().code() == Code::kAborted);
+    CHECK(Contains(probed.status().message(), how == "closed here" ? "closed by the test"
+                                                                   : "aborted by the test"));
+  }
 }
 
 TEST_CASE("conformance: Abort wakes every waiter of every connection at once, and stays",

@@ -598,6 +598,38 @@ bool ShmChannel::ReceiveWhole(void* data, size_t bytes, uint64_t tag) {
   return false;
 }
 
+Result<std::optional<Connection::Incoming>> ShmChannel::Probe() {
+  // Progress as Test() would: this side's queued sends, and other channels' stalled ones (a
+  // prober may be the only thread of its rank that drives this transport).
+  if (send_work_.load(std::memory_order_relaxed) > 0) (void)TryPushSends();
+  const int stalled = stalled_->count();
+  if (stalled > 1 || (stalled == 1 && !listed_.load(std::memory_order_relaxed))) {
+    (void)stalled_->PushAll();
+  }
+  std::lock_guard<LightLock> lock(recv_lock_);
+  // Read before the ring, as ProgressRecvLocked does: a peer known gone has written all it will.
+  const bool gone = peer_gone_.load(std::memory_order_acquire);
+  // Drops what is left of a refused message, completes receives that can complete, and finds a
+  // broken ring; it stops at a message's first record when no receive is posted for it.
+  (void)ProgressRecvLocked();
+  if (!recv_failure_.ok()) return recv_failure_;
+  if (active_.request || !recv_queue_.empty()) {
+    return Status::Internal("rank " + std::to_string(rank_) + ": probe of the connection to rank " +
+                            std::to_string(peer_) +
+                            " while a receive is pending on it (the next message is that receive's)");
+  }
+  const RecordHeader* record = discarding_ ? nullptr : reader_.Peek();
+  if (record == nullptr) {
+    if (gone) return peer_gone_status_;
+    return std::optional<Connection::Incoming>();
+  }
+  // ProgressRecvLocked failed the link on anything but a message's first record at the tail.
+  Connection::Incoming incoming;
+  incoming.tag = record->tag;
+  incoming.bytes = static_cast<size_t>(record->total);
+  return std::optional<Connection::Incoming>(incoming);
+}
+
 // Copies the bytes into place, or reduces them with the receive's own data (every piece but the
 // last is a multiple of kPieceAlign, so `offset` and `length` are whole elements).
 void ShmChannel::Land(const RecvOp& op, uint64_t offset, const char* bytes, uint64_t length) {
@@ -771,6 +803,8 @@ RequestPtr ShmConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
                                          const ReduceOnReceive& reduce) {
   return channel_->PostRecvReduce(data, bytes, tag, reduce);
 }
+
+Result<std::optional<Connection::Incoming>> ShmConnection::Probe() { return channel_->Probe(); }
 
 Status ShmConnection::SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                                uint64_t tag, Deadline deadline, Half* failed) {

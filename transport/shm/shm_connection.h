@@ -45,6 +45,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/base/deadline.h"
@@ -110,6 +111,12 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // the caller then posts the receive and waits, which handles every other case.
   bool SendWhole(const void* data, size_t bytes, uint64_t tag);
   bool ReceiveWhole(void* data, size_t bytes, uint64_t tag);
+  // See Connection::Probe. Pushes stalled sends as Progress() does, then, under the receive
+  // lock, moves past what ProgressRecvLocked would (pads, the rest of a refused message) and
+  // reads the header of the record at the ring's tail: a message's first record (kStart or
+  // kRemote) carries its tag and total size, however many pieces follow or whether it comes by
+  // reference. Consumes nothing of the message itself.
+  Result<std::optional<Connection::Incoming>> Probe();
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
@@ -293,6 +300,7 @@ class ShmConnection : public Connection {
                   Deadline deadline, Half* failed) override;
   RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
                             const ReduceOnReceive& reduce) override;
+  Result<std::optional<Incoming>> Probe() override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;
   // returns once no buffer is in use. Idempotent.
   void Close(const Status& reason) override;

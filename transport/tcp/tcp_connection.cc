@@ -548,6 +548,78 @@ RequestPtr TcpChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
   return request;
 }
 
+Result<std::optional<Connection::Incoming>> TcpChannel::Probe() {
+  driver_->Progress();  // as Test() would: every channel of the transport with work
+  Status error;
+  {
+    std::lock_guard<std::mutex> lock(recv_mutex_);
+    if (!recv_failure_.ok()) return recv_failure_;
+    if (active_.request || !recv_queue_.empty()) {
+      return Status::Internal(
+          "rank " + std::to_string(rank_) + ": probe of the connection to rank " +
+          std::to_string(peer_) + " while a receive is pending on it (the next message is that "
+          "receive's)");
+    }
+    char* const staging = staging_.get();
+    for (;;) {
+      // What is staged first: the rest of a refused message, then (perhaps) the next header.
+      size_t staged = staged_end_ - staged_begin_;
+      if (discard_left_ > 0 && staged > 0) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(staged, discard_left_));
+        staged_begin_ += n;
+        discard_left_ -= n;
+        staged -= n;
+      }
+      if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+      if (discard_left_ == 0 && staged >= sizeof(MessageHeader)) {
+        MessageHeader header;
+        std::memcpy(&header, staging + staged_begin_, sizeof(header));
+        if (header.magic != kMessageMagic) {
+          error = Status::RemoteError(
+              LostMessage("received a message header with a bad magic (stream out of step)"));
+          break;
+        }
+        Connection::Incoming incoming;
+        incoming.tag = header.tag;
+        incoming.bytes = static_cast<size_t>(header.bytes);
+        return std::optional<Connection::Incoming>(incoming);
+      }
+      // Read more: the rest of a refused message (dropped through the staging buffer), else
+      // only what completes the header, so no payload byte is taken from its receive.
+      if (staged_begin_ > 0) {
+        std::memmove(staging, staging + staged_begin_, staged);
+        staged_begin_ = 0;
+        staged_end_ = staged;
+      }
+      const size_t want =
+          discard_left_ > 0
+              ? static_cast<size_t>(std::min<uint64_t>(discard_left_, kStagingBytes - staged_end_))
+              : sizeof(MessageHeader) - staged;
+      const ssize_t got = ::recv(fd_, staging + staged_end_, want, MSG_DONTWAIT);
+      if (got == 0) {
+        error = Status::RemoteError(LostMessage(
+            "the peer closed the connection (end of file) (while waiting for a message)"));
+        break;
+      }
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        if (WouldBlock(errno)) return std::optional<Connection::Incoming>();
+        error = SocketError(errno, "waiting for a message");
+        break;
+      }
+      staged_end_ += static_cast<size_t>(got);
+      if (static_cast<size_t>(got) < want && discard_left_ == 0) {
+        // A partial header: the rest is not here yet (the loop would only find EAGAIN).
+        if (staged_end_ - staged_begin_ < sizeof(MessageHeader)) {
+          return std::optional<Connection::Incoming>();
+        }
+      }
+    }
+  }
+  FailFromDriving(error);
+  return error;
+}
+
 // ---- driving ----
 
 bool TcpChannel::Drive() {
@@ -641,6 +713,8 @@ RequestPtr TcpConnection::PostSend(const void* data, size_t bytes, uint64_t tag)
 RequestPtr TcpConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
   return channel_->PostRecv(data, bytes, tag);
 }
+
+Result<std::optional<Connection::Incoming>> TcpConnection::Probe() { return channel_->Probe(); }
 
 void TcpConnection::Close(const Status& reason) {
   channel_->Fail(reason.ok() ? Status::Aborted("rank " + std::to_string(channel_->rank()) +

@@ -60,6 +60,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,11 @@ class TcpChannel : public std::enable_shared_from_this<TcpChannel> {
   // See Connection. Never block (a post may hand bytes to the kernel); safe from any thread.
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag);
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
+  // See Connection::Probe. Drives the transport as Progress() does, then, under the receive
+  // lock, drops what is left of a refused message and reads at most the rest of the next
+  // message's header into the staging buffer (a header may arrive over several calls; none of
+  // its payload is read, so a large one still lands straight in its receive's buffer).
+  Result<std::optional<Connection::Incoming>> Probe();
   // Fails every pending and future request with `reason` (the first failure wins) and shuts the
   // socket down. Returns once no thread uses any request's buffer. Idempotent.
   void Fail(const Status& reason);
@@ -234,6 +240,7 @@ class TcpConnection : public Connection {
   int peer() const override { return channel_->peer(); }
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
+  Result<std::optional<Incoming>> Probe() override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the socket;
   // returns once no buffer is in use. Idempotent.
   void Close(const Status& reason) override;
