@@ -2,21 +2,21 @@
 
 #include <strings.h>
 
+#include "algorithms/allgather_ring.h"
+#include "algorithms/allreduce_direct.h"
+#include "algorithms/allreduce_recursive.h"
+#include "algorithms/allreduce_ring.h"
+#include "algorithms/allreduce_tree.h"
+#include "algorithms/alltoall_pairwise.h"
+#include "algorithms/barrier_dissemination.h"
+#include "algorithms/broadcast_binomial.h"
+#include "algorithms/broadcast_chain.h"
 #include "algorithms/cost_model.h"
-#include "algorithms/ring_allreduce.h"
-#include "algorithms/chain_broadcast.h"
-#include "algorithms/chain_reduce.h"
-#include "algorithms/ring_allgather.h"
-#include "algorithms/ring_reduce_scatter.h"
-#include "algorithms/direct_allreduce.h"
-#include "algorithms/dissemination_barrier.h"
 #include "algorithms/gather.h"
-#include "algorithms/pairwise_alltoall.h"
+#include "algorithms/reduce_binomial.h"
+#include "algorithms/reduce_chain.h"
+#include "algorithms/reduce_scatter_ring.h"
 #include "algorithms/scatter.h"
-#include "algorithms/binomial_broadcast.h"
-#include "algorithms/binomial_reduce.h"
-#include "algorithms/recursive_allreduce.h"
-#include "algorithms/tree_allreduce.h"
 
 namespace braid::algorithms {
 namespace {
@@ -38,7 +38,7 @@ double RingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
 
 const std::vector<Algorithm>& Algorithms() {
   static const std::vector<Algorithm> kAlgorithms = {
-      // --- ring family (ring_*.cc, chain_*.cc) ---
+      // --- ring family (*_ring.cc, *_chain.cc) ---
       {"ring", Collective::kAllReduce, RunRingAllReduce, RingAllReduceCost},
       {"ring", Collective::kBroadcast, ChainBroadcast, ChainBroadcastCost},
       {"ring", Collective::kReduce, ChainReduce, ChainReduceCost},
@@ -46,7 +46,8 @@ const std::vector<Algorithm>& Algorithms() {
       {"ring", Collective::kReduceScatter, RingReduceScatter, RingReduceScatterCost},
       // --- end ring family ---
 
-      // --- tree family (tree_*.cc, binomial_*.cc, recursive_*.cc) ---
+      // --- tree family (allreduce_tree.cc, allreduce_recursive.cc, broadcast_binomial.cc,
+      // reduce_binomial.cc) ---
       {"tree", Collective::kAllReduce, RunTreeAllReduce, TreeAllReduceCost},
       {"rd", Collective::kAllReduce, RunRecursiveDoublingAllReduce, RecursiveDoublingAllReduceCost},
       {"rhd", Collective::kAllReduce, RunRecursiveHalvingDoublingAllReduce,
@@ -55,7 +56,8 @@ const std::vector<Algorithm>& Algorithms() {
       {"binomial", Collective::kReduce, RunBinomialReduce, BinomialReduceCost},
       // --- end tree family ---
 
-      // --- direct family (allreduce, pairwise all-to-all, gather/scatter, barrier) ---
+      // --- direct family (allreduce_direct.cc, alltoall_pairwise.cc, gather_*.cc, scatter_*.cc,
+      // barrier_dissemination.cc) ---
       {"direct", Collective::kAllReduce, RunDirectAllReduce, DirectAllReduceCost},
       {"pairwise", Collective::kAllToAll, PairwiseAllToAll, PairwiseAllToAllCost},
       {"direct", Collective::kGather, DirectGather, DirectGatherCost},

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "algorithms/registry.h"
-#include "algorithms/tree_allreduce.h"
+#include "algorithms/allreduce_tree.h"
 #include "bindings/c/braid.h"
 #include "tests/collectives/reference.h"
 #include "tests/harness/communicator.h"

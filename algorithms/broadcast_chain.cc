@@ -13,7 +13,7 @@
 // Why it is safe to receive straight into recvbuf: a non-root's recvbuf holds nothing it needs,
 // and a slice is forwarded from recvbuf only after it landed there. Non-roots never read sendbuf.
 // Out of place, the root sends from sendbuf and copies it into recvbuf while the chain streams.
-#include "algorithms/chain_broadcast.h"
+#include "algorithms/broadcast_chain.h"
 
 #include <cstring>
 

@@ -14,7 +14,7 @@
 // children as soon as it arrives, so on large buffers the levels of the tree work at the same time.
 // Receives land straight in recvbuf (no scratch); up to kRecvWindow of them are posted ahead.
 // Message c on every tree edge is chunk c, tagged MessageTag(sequence, c) on both sides.
-#include "algorithms/binomial_broadcast.h"
+#include "algorithms/broadcast_binomial.h"
 
 #include "algorithms/binomial_tree.h"
 

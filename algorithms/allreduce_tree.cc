@@ -30,7 +30,7 @@
 // That is safe: the parent can only send the final value after it received all of our partial.
 // Leaves send sendbuf as it is. Every rank ends with the bits the root computed, so results are
 // identical everywhere.
-#include "algorithms/tree_allreduce.h"
+#include "algorithms/allreduce_tree.h"
 
 #include <algorithm>
 #include <cstring>

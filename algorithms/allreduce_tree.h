@@ -15,7 +15,7 @@ struct TreeLinks {
   int children[2] = {-1, -1};
 };
 
-// NCCL's double binary tree on n ranks, tree 0 or 1 (see tree_allreduce.cc). Every rank appears
+// NCCL's double binary tree on n ranks, tree 0 or 1 (see allreduce_tree.cc). Every rank appears
 // in both trees; roughly, the leaves of one tree are the inner nodes of the other.
 TreeLinks DoubleBinaryTree(int n, int rank, int tree);
 

@@ -18,7 +18,7 @@
 //
 // In place (recvbuf == sendbuf + rank*count): the last step reads and writes the same elements,
 // which the reduction kernel allows, and no earlier step reads this rank's own block.
-#include "algorithms/ring_reduce_scatter.h"
+#include "algorithms/reduce_scatter_ring.h"
 
 #include <cstring>
 

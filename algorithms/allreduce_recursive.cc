@@ -24,7 +24,7 @@
 // Tags: message index 0 is the fold, 1 + step for the exchanges (rhd numbers its allgather steps
 // after its reduce-scatter steps), kUnfoldIndex the unfold; both ends derive them from the same
 // step counter. Zero-byte ranges (count < p) are skipped by both ends alike.
-#include "algorithms/recursive_allreduce.h"
+#include "algorithms/allreduce_recursive.h"
 
 #include <algorithm>
 #include <cstring>

@@ -15,7 +15,7 @@
 //
 // In place at the root (recvbuf == sendbuf): each slice is read and written by the same move,
 // which the reduction kernel allows.
-#include "algorithms/chain_reduce.h"
+#include "algorithms/reduce_chain.h"
 
 #include <cstring>
 

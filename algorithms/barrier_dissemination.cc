@@ -10,7 +10,7 @@
 // round starts only once the previous round's message arrived — that wait is the barrier.
 //
 // Tags: round k is message number k.
-#include "algorithms/dissemination_barrier.h"
+#include "algorithms/barrier_dissemination.h"
 
 #include <string>
 #include <vector>

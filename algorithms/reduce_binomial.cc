@@ -17,7 +17,7 @@
 // accumulators live in kAccSlots scratch slots (the root accumulates in recvbuf), and a slot is
 // reused only after the send that read it completed. Message c on every edge is chunk c, tagged
 // MessageTag(sequence, c) on both sides.
-#include "algorithms/binomial_reduce.h"
+#include "algorithms/reduce_binomial.h"
 
 #include "algorithms/binomial_tree.h"
 

@@ -18,7 +18,7 @@
 // rank does not own, and nothing reads them before they arrive (a forward reads block b only
 // after the move that received it). The own block is read from sendbuf; out of place it is
 // copied into recvbuf while the last receives land.
-#include "algorithms/ring_allgather.h"
+#include "algorithms/allgather_ring.h"
 
 #include <cstring>
 

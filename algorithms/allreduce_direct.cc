@@ -31,7 +31,7 @@
 // is written, since a transport may read sendbuf (== recvbuf in place) until the send completes.
 //
 // Tags: the only message of each pair is number 0.
-#include "algorithms/direct_allreduce.h"
+#include "algorithms/allreduce_direct.h"
 
 #include <cstring>
 #include <string>

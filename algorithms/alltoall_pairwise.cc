@@ -21,7 +21,7 @@
 // however large the blocks are.
 //
 // Tags: message (slice j, round k) is number j*(n-1) + k-1 on both sides.
-#include "algorithms/pairwise_alltoall.h"
+#include "algorithms/alltoall_pairwise.h"
 
 #include <algorithm>
 #include <cstring>

@@ -23,7 +23,7 @@
 // moves may still read this rank's contribution from the same region: the complete value of a
 // segment can only reach this rank after the next rank received this rank's partial for it,
 // i.e. after the move that read the contribution has run and its send was transmitted.
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/allreduce_ring.h"
 
 #include <algorithm>
 #include <cstring>
