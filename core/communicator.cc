@@ -10,9 +10,11 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "algorithms/collective_context.h"
 #include "algorithms/registry.h"
+#include "core/base/cpu_relax.h"
 #include "core/base/logging.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/prefix_store.h"
@@ -171,6 +173,13 @@ Communicator::~Communicator() { links_->RemoveCommunicator(); }
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
   auto connection = links_->Get(pool_ranks_[peer], deadline);
   if (connection.ok()) connections_[peer] = connection.value();
+  return connection;
+}
+
+// Caller holds op_mutex_, and links_->lane() while the pool is shared.
+Result<transport::Connection*> Communicator::GetConnectionIfReady(int peer, Deadline deadline) {
+  auto connection = links_->GetIfReady(pool_ranks_[peer], deadline);
+  if (connection.ok() && connection.value() != nullptr) connections_[peer] = connection.value();
   return connection;
 }
 
@@ -547,6 +556,126 @@ Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers)
       }
     }
     return Status::Ok();
+  });
+}
+
+Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
+  std::lock_guard<LightLock> lock(op_mutex_);
+  const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
+  const std::string who = "rank " + std::to_string(rank_);
+  const std::string what = who + ": receive of " + std::to_string(bytes) + " bytes from any rank";
+  if (size_ == 1) {
+    BRAID_RETURN_IF_ERROR(CheckUsable());
+    return Status::InvalidUsage(what + ": the communicator has no other rank to send it");
+  }
+  return RunOperation(algorithms::TagSpace::kPointToPoint, 0, "receive from any rank",
+                      [&](const algorithms::CollectiveContext& ctx) -> Status {
+    // The peers whose next message may be this one, in polling order (round-robin across calls,
+    // so a busy sender does not starve the others).
+    std::vector<int> candidates;
+    for (int i = 0; i < size_; ++i) {
+      const int p = (any_source_turn_ + i) % size_;
+      if (p != rank_) candidates.push_back(p);
+    }
+    std::string moved_on;  // peers dropped because their next message is a collective's
+    const auto start = std::chrono::steady_clock::now();
+    auto phase_start = start;
+    auto next_link_try = start;  // unlinked peers that must dial us are asked about this often
+    for (int round = 0;; ++round) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool try_links = now >= next_link_try;
+      if (try_links) next_link_try = now + std::chrono::milliseconds(1);
+      bool arrived_elsewhere = false;  // something changed: stay in the spin phase
+      for (size_t i = 0; i < candidates.size();) {
+        const int p = candidates[i];
+        transport::Connection* link = connections_[p];
+        if (link == nullptr) {
+          if (!try_links) {
+            ++i;
+            continue;
+          }
+          auto made = GetConnectionIfReady(p, ctx.deadline);
+          if (!made.ok()) return made.status().WithContext(what);
+          link = made.value();
+          if (link == nullptr) {
+            ++i;
+            continue;
+          }
+          arrived_elsewhere = true;
+        }
+        auto probed = link->Probe();
+        if (!probed.ok()) {
+          return probed.status().WithContext(what + ": waiting for rank " + std::to_string(p));
+        }
+        if (!probed.value()) {
+          ++i;
+          continue;
+        }
+        const transport::Connection::Incoming next = *probed.value();
+        const uint64_t tag = algorithms::PointToPointTag(receives_from_[p]);
+        if (next.tag != tag) {
+          if (algorithms::SpaceOf(next.tag) == algorithms::TagSpace::kPointToPoint) {
+            return Status::Internal(
+                what + ": the next message from rank " + std::to_string(p) +
+                " is its point-to-point message #" +
+                std::to_string(next.tag & algorithms::kTagPointToPointCountMask) +
+                " to this rank, but #" +
+                std::to_string(tag & algorithms::kTagPointToPointCountMask) +
+                " was expected (the pair is out of step)");
+          }
+          // Its next message belongs to an operation this rank has not entered yet, so nothing
+          // point-to-point can come from it before this call ends.
+          moved_on += (moved_on.empty() ? "" : ", ") + std::to_string(p);
+          candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(i));
+          arrived_elsewhere = true;
+          continue;
+        }
+        if (next.bytes != bytes) {
+          // Nothing was received: the message stays for a receive of its size.
+          return Status::InvalidUsage(what + ": the next message from rank " + std::to_string(p) +
+                                      " has " + std::to_string(next.bytes) + " bytes, not " +
+                                      std::to_string(bytes) + " (it is left for a receive of " +
+                                      "its size)");
+        }
+        ++receives_from_[p];
+        Status status = link->PostRecv(buf, bytes, tag)->Wait(ctx.deadline);
+        if (!status.ok()) {
+          return status.WithContext(who + ": receive of " + std::to_string(bytes) +
+                                    " bytes from rank " + std::to_string(p) +
+                                    " (the first to send to a receive from any rank)");
+        }
+        *from = p;
+        any_source_turn_ = (p + 1) % size_;
+        return Status::Ok();
+      }
+      if (candidates.empty()) {
+        return Status::InvalidUsage(what + ": the next message of every other rank to this one "
+                                    "belongs to a collective this rank has not entered (ranks " +
+                                    moved_on + "), so no point-to-point message can arrive");
+      }
+      if (broken_.load()) return AsyncError().WithContext(what);
+      if (ctx.deadline.Expired()) {
+        std::string waited;
+        for (int p : candidates) waited += (waited.empty() ? "" : ", ") + std::to_string(p);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - start).count();
+        return Status::Timeout(what + ": no point-to-point message from rank(s) " + waited +
+                               " within " + std::to_string(ms) + " ms");
+      }
+      // Spin, then yield, then nap, as the transports' waits do (a peer about to send answers
+      // within microseconds; one that is not running needs the core).
+      if (arrived_elsewhere) phase_start = std::chrono::steady_clock::now();
+      const auto idle = std::chrono::steady_clock::now() - phase_start;
+      if (idle < std::chrono::microseconds(50)) {
+        CpuRelax();
+      } else if (idle < std::chrono::milliseconds(2)) {
+        std::this_thread::yield();
+      } else {
+        const auto nap = std::min<std::chrono::steady_clock::duration>(
+            idle / 16, std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(nap);
+      }
+    }
   });
 }
 

@@ -90,6 +90,18 @@ class Communicator {
   // their order (a lone Send or Recv is a batch of one). Transfers between a pair match in order,
   // and a receive must have the same size as its send.
   Status RunPointToPoint(const std::vector<PeerTransfer>& transfers);
+  // Receives `bytes` bytes into `buf` from whichever peer's next point-to-point message to this
+  // rank arrives first (MPI_ANY_SOURCE) and sets `*from` to that peer. The message is the
+  // sender's next in the pair's order, as RunPointToPoint's receive would take it. Peers are
+  // polled round-robin (Connection::Probe), starting after the last one served, and linked as
+  // they become reachable: at once where this rank dials, as soon as the peer has dialed
+  // otherwise, so a peer that never sends to this rank is never waited for. Errors: a first
+  // message of another size is kInvalidUsage naming both sizes and the sender, and stays for a
+  // receive of its size (the communicator stays usable); a peer whose next message is not
+  // point-to-point (it moved on to a collective) is not a candidate, and when no peer is left
+  // that is kInvalidUsage; otherwise as RunPointToPoint (deadline, abort, lost peer, a pair out
+  // of step), naming this rank and the peer.
+  Status ReceiveFromAny(void* buf, size_t bytes, int* from);
 
   // NCCL's ncclCommSplit: every rank of this communicator calls it; ranks passing the same
   // `color` form a new communicator, ordered by `key` then by rank here. kNoColor returns a null
@@ -146,6 +158,8 @@ class Communicator {
                          algorithms::AlgorithmTrials::Trial* trial, uint64_t sequence,
                          double elapsed_us);
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
+  // LinkPool::GetIfReady for this communicator's `peer`; records a link it returns.
+  Result<transport::Connection*> GetConnectionIfReady(int peer, Deadline deadline);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held, twice per
   // operation: inline, and the usable case builds no message (WhyUnusable does, when not).
@@ -191,6 +205,7 @@ class Communicator {
   // a pair take part), so their tags match however collectives interleave.
   std::map<int, uint64_t> sends_to_;
   std::map<int, uint64_t> receives_from_;
+  int any_source_turn_ = 0;  // ReceiveFromAny polls from this peer on (round-robin across calls)
   bool finalized_ = false;
 
   mutable std::mutex error_mutex_;  // guards error_

@@ -58,6 +58,25 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
                               "); check BRAID_TRANSPORTS");
 }
 
+Result<transport::Connection*> LinkPool::GetIfReady(int peer, Deadline deadline) {
+  if (by_peer_[peer] != nullptr) return by_peer_[peer];
+  const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
+  const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
+  for (const auto& t : transports_) {
+    if (peers_[peer].AddressOf(t->name()) == nullptr || !t->CanConnect(self_info, peer_info)) {
+      continue;
+    }
+    if (!t->AwaitsDial(rank_, peer)) break;  // this rank dials: Get makes the link
+    // Claims the peer's link if it is there; an expired deadline waits for nothing.
+    auto claimed = Get(peer, Deadline(Deadline::Clock::now()));
+    if (!claimed.ok() && claimed.status().code() == Code::kTimeout) {
+      return static_cast<transport::Connection*>(nullptr);
+    }
+    return claimed;
+  }
+  return Get(peer, deadline);
+}
+
 void LinkPool::Abort(const Status& reason) {
   for (const auto& t : transports_) t->Abort(reason);
 }

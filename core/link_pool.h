@@ -66,6 +66,11 @@ class LinkPool {
   // priority order that can reach it (both ranks of the pair call it). Caller holds lane() while
   // the pool is Shared(); otherwise its one communicator's op_mutex_ orders the calls.
   Result<transport::Connection*> Get(int peer, Deadline deadline);
+  // As Get, but never waits for the peer: the existing link; else one this rank makes alone
+  // (it dials, the peer's listener answers; up to `deadline`); else one the peer has already
+  // dialed (claimed now); else nullptr (the peer has not dialed yet: ask again later). Same
+  // locking as Get.
+  Result<transport::Connection*> GetIfReady(int peer, Deadline deadline);
   // Links made so far. Caller holds lane().
   size_t LinkCount() const { return links_.size(); }
 

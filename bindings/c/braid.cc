@@ -501,6 +501,25 @@ braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, 
   return Transfer(false, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
+braidResult_t braidRecvAny(void* recvbuff, size_t count, braidDataType_t datatype, int* peer,
+                           braidComm_t comm, braidStream_t stream) {
+  return Guarded(comm, [&]() -> Status {
+    if (peer != nullptr) *peer = -1;  // until a message is received
+    BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
+    BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
+    if (peer == nullptr) return Status::InvalidArgument("peer (the output pointer) is NULL");
+    BRAID_RETURN_IF_ERROR(CheckCount(count, 1, datatype));
+    BRAID_RETURN_IF_ERROR(CheckBuffer(recvbuff, "recvbuff", count, datatype));
+    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    if (braid::capi::InGroup()) {
+      return Status::InvalidUsage(
+          "braidRecvAny inside braidGroupStart/braidGroupEnd is not supported (which receive "
+          "it would pair with is only known when a message arrives)");
+    }
+    return comm->impl->ReceiveFromAny(recvbuff, count * ElementSize(datatype), peer);
+  });
+}
+
 braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream) {
   return Collect(comm,
                  Call(Collective::kBarrier, nullptr, nullptr, 0, braidUint8)

@@ -285,6 +285,23 @@ braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream);
 braidResult_t braidGroupStart(void);
 /* braidInvalidUsage without a matching braidGroupStart on this thread. */
 braidResult_t braidGroupEnd(void);
+/* ---- Receive from any rank (MPI_ANY_SOURCE; c10d's recvAnysource) ---- */
+/* Receives `count` elements of `datatype` into `recvbuff` from whichever rank's next
+ * point-to-point message arrives first (MPI_ANY_SOURCE); `*peer` is set to the sender's rank.
+ * It matches the sender's next braidSend to this rank in that pair's order, like braidRecv
+ * would. A message of another size fails with braidInvalidUsage naming both sizes and the
+ * sender (as braidRecv's size mismatch does). Host buffers only (stream must be NULL). Not
+ * allowed inside braidGroupStart/braidGroupEnd (braidInvalidUsage). Waits up to the
+ * communicator's timeout; a lost peer or abort fails it like braidRecv.
+ * More precisely: ranks are polled in turn, starting after the one served last, so no sender
+ * starves the others. The message of another size is not received: it stays, and a later
+ * braidRecvAny or braidRecv of its size gets it; the communicator stays usable. A rank whose
+ * next message to this one belongs to a collective this rank has not entered yet cannot be the
+ * sender; if that holds for every other rank the call fails with braidInvalidUsage (it could
+ * only wait out the timeout). `*peer` is -1 after any failure (peer NULL: braidInvalidArgument).
+ * A communicator of one rank has nobody to receive from (braidInvalidUsage). */
+braidResult_t braidRecvAny(void* recvbuff, size_t count, braidDataType_t datatype, int* peer,
+                           braidComm_t comm, braidStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

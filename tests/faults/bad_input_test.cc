@@ -84,6 +84,11 @@ TEST_CASE("every entry point rejects bad arguments on a live communicator", "[ba
       {"braidSend", "NULL sendbuff", [&] { return braidSend(nullptr, 1, braidFloat32, 0, comm, nullptr); }, braidInvalidArgument, "sendbuff"},
       {"braidRecv", "peer -2", [&] { return braidRecv(x, 1, braidFloat32, -2, comm, nullptr); }, braidInvalidArgument, "peer -2"},
       {"braidRecv", "datatype 42", [&] { return braidRecv(x, 1, kBadType, 0, comm, nullptr); }, braidInvalidArgument, "datatype"},
+      {"braidRecvAny", "NULL peer", [&] { return braidRecvAny(x, 1, braidFloat32, nullptr, comm, nullptr); }, braidInvalidArgument, "peer"},
+      {"braidRecvAny", "NULL recvbuff", [&] { int p; return braidRecvAny(nullptr, 1, braidFloat32, &p, comm, nullptr); }, braidInvalidArgument, "recvbuff"},
+      {"braidRecvAny", "datatype 42", [&] { int p; return braidRecvAny(x, 1, kBadType, &p, comm, nullptr); }, braidInvalidArgument, "datatype"},
+      {"braidRecvAny", "a stream with host buffers", [&] { int p; return braidRecvAny(x, 1, braidFloat32, &p, comm, stream); }, braidInvalidUsage, "stream"},
+      {"braidRecvAny", "nobody to receive from", [&] { int p; return braidRecvAny(x, 1, braidFloat32, &p, comm, nullptr); }, braidInvalidUsage, "no other rank"},
       {"braidBarrier", "a stream", [&] { return braidBarrier(comm, stream); }, braidInvalidUsage, "stream"},
       {"braidGroupEnd", "no group open", [&] { return braidGroupEnd(); }, braidInvalidUsage, "braidGroupStart"},
   };
@@ -131,6 +136,7 @@ TEST_CASE("NULL, destroyed and aborted communicators are reported", "[bad_input]
         {"braidScatter", "bad comm", [&] { return braidScatter(x, x, 1, braidFloat32, 0, comm, nullptr); }, expected, names},
         {"braidSend", "bad comm", [&] { return braidSend(x, 1, braidFloat32, 0, comm, nullptr); }, expected, names},
         {"braidRecv", "bad comm", [&] { return braidRecv(x, 1, braidFloat32, 0, comm, nullptr); }, expected, names},
+        {"braidRecvAny", "bad comm", [&] { return braidRecvAny(x, 1, braidFloat32, &n, comm, nullptr); }, expected, names},
         {"braidBarrier", "bad comm", [&] { return braidBarrier(comm, nullptr); }, expected, names},
     };
     RunTable(rows, nullptr);
@@ -141,6 +147,8 @@ TEST_CASE("NULL, destroyed and aborted communicators are reported", "[bad_input]
   CHECK(braidAllReduce(x, x, 4, braidFloat32, braidSum, aborted, nullptr) == braidAborted);
   CHECK(std::string(braidGetLastError(aborted)).find("abort") != std::string::npos);
   CHECK(braidBarrier(aborted, nullptr) == braidAborted);
+  CHECK(braidRecvAny(x, 1, braidFloat32, &n, aborted, nullptr) == braidAborted);
+  CHECK(n == -1);
   braidResult_t async = braidSuccess;
   CHECK(braidCommGetAsyncError(aborted, &async) == braidSuccess);
   CHECK(async == braidAborted);
