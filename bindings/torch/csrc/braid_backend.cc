@@ -113,7 +113,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
                                              outputs, comm_, next_sequence_++);
   auto job = std::make_shared<Job>();
   job->issue = std::move(issue);
-  job->point_to_point = mode == Mode::kPointToPoint;
+  job->point_to_point = mode == Mode::kQueuedPointToPoint;
   const char* op_name = op;  // a string literal
   job->complete = [work, op_name, extra = std::move(complete_extra)](const Outcome& outcome) {
     if (!outcome.ok()) {
@@ -130,7 +130,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
   if (coalescing_) {
     coalesced_jobs_.push_back(std::move(job));
     coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
-  } else if (mode != Mode::kCollectiveSync || !queue_->TryRunInline(job)) {
+  } else if (mode != Mode::kInlineWhenIdle || !queue_->TryRunInline(job)) {
     queue_->Push(std::move(job));
   }
   return work;
@@ -562,7 +562,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::send(std::vector<at::Tensor>& tenso
   braidComm_t comm = comm_;
   return Enqueue(c10d::OpType::SEND, "send", tensors, {}, [=]() {
     return Check(braidSend(staged.data_ptr(), Bytes(staged), braidUint8, dst_rank, comm, nullptr));
-  }, Mode::kPointToPoint);
+  }, Mode::kQueuedPointToPoint);
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -575,15 +575,29 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   braidComm_t comm = comm_;
   auto work = Enqueue(c10d::OpType::RECV, "recv", {}, tensors, [=]() {
     return Check(braidRecv(staged.data_ptr(), Bytes(staged), braidUint8, src_rank, comm, nullptr));
-  }, Mode::kPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); });
+  }, Mode::kQueuedPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); });
   static_cast<BraidWork*>(work.get())->SetSourceRank(src_rank);
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& /*tensors*/,
+c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                            int /*tag*/) {
-  TORCH_CHECK(false, "braid recv: receiving from any source (src=None) is not supported yet; "
-              "name the sending rank (recv(tensor, src=...))");
+  TORCH_CHECK(tensors.size() == 1, "braid recv: takes one tensor, got ", tensors.size());
+  at::Tensor tensor = tensors[0];
+  CheckHostDense(tensor, "recv tensor");
+  at::Tensor staged = Contiguous(tensor);
+  braidComm_t comm = comm_;
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  // Not grouped with neighbouring point-to-point jobs: braid matches a receive from any source
+  // on its own (the first message to arrive decides the sender), never inside a group.
+  auto work = Enqueue(c10d::OpType::RECVANYSOURCE, "recvAnySource", {}, tensors, [=]() {
+    int peer = -1;
+    Outcome outcome = Check(braidRecvAny(staged.data_ptr(), Bytes(staged), braidUint8, &peer, comm, nullptr));
+    if (outcome.ok()) source->store(peer);
+    return outcome;
+  }, Mode::kQueued, [staged, tensor]() mutable { CopyBack(staged, tensor); });
+  static_cast<BraidWork*>(work.get())->ShareSourceRank(source);
+  return work;
 }
 
 // --- Barriers ---------------------------------------------------------------------------------

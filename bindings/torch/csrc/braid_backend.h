@@ -111,8 +111,8 @@ class BraidBackend : public c10d::Backend {
   // How an operation may run: on the worker, possibly grouped with neighbouring point-to-point
   // operations, or (a synchronous call, async_op=False, with nothing queued before it) right here
   // on the calling thread, which c10d calls with the GIL released.
-  enum class Mode { kCollective, kPointToPoint, kCollectiveSync };
-  static Mode CollectiveMode(bool async_op) { return async_op ? Mode::kCollective : Mode::kCollectiveSync; }
+  enum class Mode { kQueued, kQueuedPointToPoint, kInlineWhenIdle };
+  static Mode CollectiveMode(bool async_op) { return async_op ? Mode::kQueued : Mode::kInlineWhenIdle; }
   // Queues `issue` as the next operation and returns its Work; `complete_extra` (optional) runs
   // after a successful issue, before the Work completes (point-to-point jobs copy staged
   // receives back there, after the group moved the data).

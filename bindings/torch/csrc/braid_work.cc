@@ -71,7 +71,7 @@ c10::intrusive_ptr<c10::ivalue::Future> BraidWork::getFuture() { return future_;
 std::vector<at::Tensor> BraidWork::result() { return outputs_; }
 
 int BraidWork::sourceRank() const {
-  int rank = source_rank_.load();
+  int rank = source_cell_ ? source_cell_->load() : source_rank_.load();
   TORCH_CHECK(rank >= 0, "braid: sourceRank() is only defined for a completed recv from any source");
   return rank;
 }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,10 @@ class BraidWork : public c10d::Work {
 
   // Called once by the worker: success when error is null.
   void MarkDone(std::exception_ptr error);
-  // For recvAnysource: the sender, before MarkDone.
+  // The sender of a receive: known when posted (recv), or written by the job when the message
+  // arrives (recvAnysource: the job holds `cell` too).
   void SetSourceRank(int rank) { source_rank_.store(rank); }
+  void ShareSourceRank(std::shared_ptr<std::atomic<int>> cell) { source_cell_ = std::move(cell); }
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void abort() override;
@@ -46,6 +49,7 @@ class BraidWork : public c10d::Work {
   const braidComm_t comm_;
   const uint64_t sequence_;
   std::atomic<int> source_rank_{-1};
+  std::shared_ptr<std::atomic<int>> source_cell_;  // set before the Work reaches its caller
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
