@@ -191,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce_coalesced(
   }
   Reduction reduction = ResolveReduction(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, tensors,
+  return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce", tensors, tensors,
                  [=]() mutable {
     at::Tensor flat = FlattenBytes(tensors).view(tensors[0].scalar_type());
     reduction.Premultiply(flat);
@@ -280,7 +280,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter_tensor_coalesced(
     reductions.push_back(ResolveReduction(outputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor"));
   }
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", inputs, outputs,
+  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", inputs, outputs,
                  [=]() mutable {
     for (size_t i = 0; i < outputs.size(); ++i) {
       at::Tensor send = Contiguous(inputs[i]);
@@ -383,7 +383,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(
                 outputs[i].numel(), " of ", outputs[i].scalar_type());
   }
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", inputs, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", inputs, outputs, [=]() mutable {
     for (size_t i = 0; i < outputs.size(); ++i) {
       at::Tensor send = Contiguous(inputs[i]);
       at::Tensor buffer = Contiguous(outputs[i]);

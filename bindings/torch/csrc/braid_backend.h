@@ -48,6 +48,10 @@ class BraidBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // c10d's per-group operation count (its debug checks compare it across ranks): every rank
+  // issues the same operations, so counting them locally agrees everywhere.
+  void setSequenceNumberForGroup() override { next_sequence_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return next_sequence_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -121,7 +125,8 @@ class BraidBackend : public c10d::Backend {
                                          std::vector<at::Tensor> outputs,
                                          std::function<Outcome()> issue, Mode mode,
                                          std::function<void()> complete_extra = nullptr);
-  // "braid:all_reduce" style names; stable pointers for the profiler.
+  // "braid:all_reduce" style names (Gloo's op names, which the profiler tests match); stable
+  // pointers for the profiler.
   const char* ProfilingTitle(const char* op);
   void CheckRoot(int root, const char* op) const;
   void CheckPeer(int peer, const char* op) const;
