@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "algorithms/collective_context.h"
 #include "algorithms/registry.h"
@@ -578,6 +580,14 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
       if (p != rank_) candidates.push_back(p);
     }
     std::string moved_on;  // peers dropped because their next message is a collective's
+    // Peers dropped because their link is lost (they exited, were killed or closed it) and
+    // nothing they sent before is left to receive: what their probe or link said, by rank.
+    std::vector<std::pair<int, Status>> lost;
+    // Why: a peer that sent and then left is still a sender until its last message is taken
+    // (braidRecv from it would get them; the transports hand over what landed before they report
+    // the loss), and one that left with nothing more to give can never be the sender, so it is
+    // no reason to fail a receive that another rank may still answer.
+    auto is_loss = [](const Status& status) { return status.code() == Code::kRemoteError; };
     const auto start = std::chrono::steady_clock::now();
     auto phase_start = start;
     auto next_link_try = start;  // unlinked peers that must dial us are asked about this often
@@ -595,6 +605,13 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
             continue;
           }
           auto made = GetConnectionIfReady(p, ctx.deadline);
+          if (!made.ok() && is_loss(made.status())) {
+            // Gone before a link was made (so nothing of it is waiting here either).
+            lost.emplace_back(p, made.status());
+            candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(i));
+            arrived_elsewhere = true;
+            continue;
+          }
           if (!made.ok()) return made.status().WithContext(what);
           link = made.value();
           if (link == nullptr) {
@@ -604,6 +621,13 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
           arrived_elsewhere = true;
         }
         auto probed = link->Probe();
+        if (!probed.ok() && is_loss(probed.status())) {
+          // The link reports its loss only once everything that landed before it was taken.
+          lost.emplace_back(p, probed.status());
+          candidates.erase(candidates.begin() + static_cast<std::ptrdiff_t>(i));
+          arrived_elsewhere = true;
+          continue;
+        }
         if (!probed.ok()) {
           return probed.status().WithContext(what + ": waiting for rank " + std::to_string(p));
         }
@@ -648,6 +672,21 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
         any_source_turn_ = (p + 1) % size_;
         return Status::Ok();
       }
+      if (candidates.empty() && !lost.empty()) {
+        // Every rank that could send it is gone (or has gone on to a collective) and nothing of
+        // theirs is left: name each lost one with what its link said.
+        std::string why;
+        for (const auto& [p, status] : lost) {
+          why += (why.empty() ? "" : "; ") + std::string("waiting for rank ") + std::to_string(p) +
+                 ": " + status.message();
+        }
+        if (!moved_on.empty()) {
+          why += "; the next message of rank(s) " + moved_on +
+                 " to this one belongs to a collective this rank has not entered";
+        }
+        return Status::RemoteError(what + ": no other rank is left to send it, and nothing they "
+                                   "sent is left to receive: " + why);
+      }
       if (candidates.empty()) {
         return Status::InvalidUsage(what + ": the next message of every other rank to this one "
                                     "belongs to a collective this rank has not entered (ranks " +
@@ -659,8 +698,13 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
         for (int p : candidates) waited += (waited.empty() ? "" : ", ") + std::to_string(p);
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now() - start).count();
+        std::string gone;
+        for (const auto& entry : lost) {
+          gone += (gone.empty() ? "" : ", ") + std::to_string(entry.first);
+        }
+        if (!gone.empty()) gone = " (rank(s) " + gone + " lost, nothing left from them)";
         return Status::Timeout(what + ": no point-to-point message from rank(s) " + waited +
-                               " within " + std::to_string(ms) + " ms");
+                               " within " + std::to_string(ms) + " ms" + gone);
       }
       // Spin, then yield, then nap, as the transports' waits do (a peer about to send answers
       // within microseconds; one that is not running needs the core).

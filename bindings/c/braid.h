@@ -292,13 +292,15 @@ braidResult_t braidGroupEnd(void);
  * would. A message of another size fails with braidInvalidUsage naming both sizes and the
  * sender (as braidRecv's size mismatch does). Host buffers only (stream must be NULL). Not
  * allowed inside braidGroupStart/braidGroupEnd (braidInvalidUsage). Waits up to the
- * communicator's timeout; a lost peer or abort fails it like braidRecv.
+ * communicator's timeout; abort fails it like braidRecv. A rank that exited (or whose link
+ * was lost) after sending is still a sender until every message it sent before has been
+ * received, as with braidRecv from it; once nothing of it is left it cannot be the sender.
  * More precisely: ranks are polled in turn, starting after the one served last, so no sender
  * starves the others. The message of another size is not received: it stays, and a later
  * braidRecvAny or braidRecv of its size gets it; the communicator stays usable. A rank whose
  * next message to this one belongs to a collective this rank has not entered yet cannot be the
  * sender; if that holds for every other rank the call fails with braidInvalidUsage (it could
- * only wait out the timeout). `*peer` is -1 after any failure (peer NULL: braidInvalidArgument).
+ * only wait out the timeout), or with braidRemoteError naming each lost rank if any is lost. `*peer` is -1 after any failure (peer NULL: braidInvalidArgument).
  * A communicator of one rank has nobody to receive from (braidInvalidUsage). */
 braidResult_t braidRecvAny(void* recvbuff, size_t count, braidDataType_t datatype, int* peer,
                            braidComm_t comm, braidStream_t stream);

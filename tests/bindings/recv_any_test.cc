@@ -1,17 +1,24 @@
 // braidRecvAny (MPI_ANY_SOURCE): every sender's messages arrive, each sender's in its own order,
 // whoever sends first; over shared memory and TCP, ranks as threads and as processes, small and
 // large messages, with links that exist at init, that this rank must dial, and that the sender
-// dials during the wait. Errors: a size mismatch (braidInvalidUsage naming both sizes and the
+// dials during the wait; messages whose senders destroyed their communicators and exited before
+// the receives began (each still arrives; a sender gone with nothing left is no candidate, and
+// with every candidate gone the receive names them). Errors: a size mismatch (braidInvalidUsage naming both sizes and the
 // sender, the message kept for a receive of its size), inside a group, bad arguments, a
 // communicator of one rank, every peer gone on to a collective, the deadline, and
 // braidCommAbort. The values each rank checks are computed from (sender, message, element).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +65,40 @@ std::string Check(const std::vector<int32_t>& got, int sender, int index) {
   }
   return "";
 }
+
+// Whether process `pid` has exited (a zombie its parent has not reaped yet counts), or no longer
+// exists.
+bool Exited(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  // "pid (comm) S ...": the state follows the last ')'.
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'Z' ||
+         line[paren + 2] == 'X';
+}
+
+// Memory the ranks of a job share even as forked processes (mapped before the fork).
+template <typename T>
+class Shared {
+ public:
+  Shared() {
+    void* p = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    value_ = new (p) T();
+  }
+  ~Shared() {
+    value_->~T();
+    munmap(value_, sizeof(T));
+  }
+  Shared(const Shared&) = delete;
+  Shared& operator=(const Shared&) = delete;
+  T& operator*() const { return *value_; }
+  T* operator->() const { return value_; }
+
+ private:
+  T* value_;
+};
 
 CommJob Job(int size, const char* transports, int timeout_ms = kOperationTimeoutMs) {
   CommJob job;
@@ -154,6 +195,88 @@ TEST_CASE("braidRecvAny: links are made as senders show up, never waiting for a 
       TRY(braidSend(out.data(), out.size(), braidInt32, 0, comm, nullptr), "send to 0");
     }
     TRY(braidBarrier(comm, nullptr), "barrier");
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
+TEST_CASE("braidRecvAny: messages sent before their senders exited all arrive, then the lost "
+          "senders are named", "[recvany][lost]") {
+  // The senders send (twice each, or once and three times), destroy their communicators and
+  // exit; only then does rank 0 start receiving. As braidRecv from each would, braidRecvAny hands
+  // over every message they sent (each sender's in its order) before it reports their loss: a
+  // sender gone with nothing left is no candidate while another still has messages (with one and
+  // three, the round-robin polls rank 1 again after its only message was taken).
+  const char* transports = GENERATE(as<const char*>(), nullptr, "tcp");
+  const bool uneven = GENERATE(false, true);
+  const size_t count = 5;  // 20 bytes
+  constexpr int kSize = 3;
+  const int sends[kSize] = {0, uneven ? 1 : 2, uneven ? 3 : 2};
+  CommJob job = Job(kSize, transports, 20000);
+  job.ranks = Ranks::kProcesses;
+  CAPTURE(Describe(job), uneven);
+  struct Senders {
+    std::atomic<pid_t> pid[kSize];
+  };
+  Shared<Senders> senders;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int size) -> std::string {
+    if (rank != 0) {
+      for (int index = 0; index < sends[rank]; ++index) {
+        std::vector<int32_t> out = Message(rank, index, count);
+        TRY(braidSend(out.data(), count, braidInt32, 0, comm, nullptr),
+            "send " + std::to_string(index));
+      }
+      senders->pid[rank] = getpid();  // the harness destroys the communicator and exits next
+      return "";
+    }
+    // Wait until every sender's process has exited, then a little longer so that this rank's
+    // transports have seen their links close.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    for (int p = 1; p < size; ++p) {
+      while (senders->pid[p].load() == 0 || !Exited(senders->pid[p].load())) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          return "rank " + std::to_string(p) + " did not exit";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::map<int, int> seen;  // sender -> messages received from it so far
+    for (int n = 0; n < sends[1] + sends[2]; ++n) {
+      std::vector<int32_t> in(count, -1);
+      int peer = -7;
+      TRY(braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr),
+          "receive " + std::to_string(n));
+      if (peer < 1 || peer >= size) {
+        return "receive " + std::to_string(n) + ": peer " + std::to_string(peer);
+      }
+      const int index = seen[peer]++;
+      if (index >= sends[peer]) {
+        return "rank " + std::to_string(peer) + " was reported more than " +
+               std::to_string(sends[peer]) + " time(s)";
+      }
+      std::string wrong = Check(in, peer, index);
+      if (!wrong.empty()) return wrong;
+    }
+    // Nothing is left and every sender is gone: the next receive fails at once naming them.
+    std::vector<int32_t> in(count, -1);
+    int peer = -7;
+    const auto start = std::chrono::steady_clock::now();
+    const braidResult_t rc = braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string message = braidGetLastError(comm);
+    if (rc != braidRemoteError) {
+      return "a receive after the last message gave " + std::string(braidGetErrorString(rc)) + ": " + message;
+    }
+    if (peer != -1) return "a receive after the last message reported rank " + std::to_string(peer);
+    if (!Contains(message, "rank 1") || !Contains(message, "rank 2") ||
+        !Contains(message, "lost")) {
+      return "a receive after the last message names not both lost ranks: " + message;
+    }
+    if (seconds > 10) {
+      return "a receive after the last message took " + std::to_string(seconds) + " s";
+    }
     return "";
   });
   BRAID_CHECK_RANKS(results);
