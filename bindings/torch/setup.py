@@ -34,17 +34,22 @@ class BuildWithLibbraid(BuildExtension):
     def run(self):
         library = build_libbraid()
         lib_dir = Path(self.build_lib) / "braid_torch" / "lib"
-        lib_dir.mkdir(parents=True, exist_ok=True)
-        target = lib_dir / "libbraid.so"
-        if target.exists():
-            target.unlink()  # Bazel's output is read-only; copy over a fresh file
-        shutil.copyfile(library, target)
+        _install_copy(library, lib_dir / "libbraid.so")
         for ext in self.extensions:
             ext.library_dirs.append(str(lib_dir))
         if self.inplace:  # `setup.py develop` / editable installs load from the source tree
-            (HERE / "braid_torch" / "lib").mkdir(exist_ok=True)
-            shutil.copyfile(library, HERE / "braid_torch" / "lib" / "libbraid.so")
+            _install_copy(library, HERE / "braid_torch" / "lib" / "libbraid.so")
         super().run()
+
+
+def _install_copy(source: Path, target: Path) -> None:
+    """Copies to a new file and renames it over `target`: a process that has the old library
+    mapped keeps it (overwriting in place would crash it), and Bazel's read-only output is never
+    the file written."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".new")
+    shutil.copyfile(source, staging)
+    os.replace(staging, target)
 
 
 extension = CppExtension(
