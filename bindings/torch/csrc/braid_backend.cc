@@ -573,7 +573,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   CheckHostDense(tensor, "recv tensor");
   at::Tensor staged = Contiguous(tensor);
   braidComm_t comm = comm_;
-  auto work = Enqueue(c10d::OpType::RECV, "recv", {}, tensors, [=]() {
+  auto work = Enqueue(c10d::OpType::RECV, "recv", tensors, tensors, [=]() {
     return Check(braidRecv(staged.data_ptr(), Bytes(staged), braidUint8, src_rank, comm, nullptr));
   }, Mode::kQueuedPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); });
   static_cast<BraidWork*>(work.get())->SetSourceRank(src_rank);
@@ -590,7 +590,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tenso
   auto source = std::make_shared<std::atomic<int>>(-1);
   // Not grouped with neighbouring point-to-point jobs: braid matches a receive from any source
   // on its own (the first message to arrive decides the sender), never inside a group.
-  auto work = Enqueue(c10d::OpType::RECVANYSOURCE, "recvAnySource", {}, tensors, [=]() {
+  auto work = Enqueue(c10d::OpType::RECVANYSOURCE, "recvAnySource", tensors, tensors, [=]() {
     int peer = -1;
     Outcome outcome = Check(braidRecvAny(staged.data_ptr(), Bytes(staged), braidUint8, &peer, comm, nullptr));
     if (outcome.ok()) source->store(peer);

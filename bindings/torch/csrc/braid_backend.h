@@ -117,7 +117,9 @@ class BraidBackend : public c10d::Backend {
   // on the calling thread, which c10d calls with the GIL released.
   enum class Mode { kQueued, kQueuedPointToPoint, kInlineWhenIdle };
   static Mode CollectiveMode(bool async_op) { return async_op ? Mode::kQueued : Mode::kInlineWhenIdle; }
-  // Queues `issue` as the next operation and returns its Work; `complete_extra` (optional) runs
+  // Queues `issue` as the next operation and returns its Work. `inputs` are what the profiler
+  // records as the operation's shapes (a receive's buffer too, as Gloo records it); `outputs`
+  // what the future completes with. `complete_extra` (optional) runs
   // after a successful issue, before the Work completes (point-to-point jobs copy staged
   // receives back there, after the group moved the data).
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* op,
