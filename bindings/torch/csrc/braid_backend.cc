@@ -108,6 +108,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
                                                      std::vector<at::Tensor> outputs,
                                                      std::function<Outcome()> issue, Mode mode,
                                                      std::function<void()> complete_extra) {
+  std::unique_lock<std::mutex> lock(issue_mutex_);
   TORCH_CHECK(comm_ != nullptr, "braid ", op, ": the process group was shut down");
   auto work = c10::make_intrusive<BraidWork>(rank_, type, ProfilingTitle(op), std::move(inputs),
                                              outputs, comm_, next_sequence_++);
@@ -130,18 +131,25 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
   if (coalescing_) {
     coalesced_jobs_.push_back(std::move(job));
     coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
-  } else if (mode != Mode::kInlineWhenIdle || !queue_->TryRunInline(job)) {
-    queue_->Push(std::move(job));
+    return work;
   }
+  if (mode != Mode::kInlineWhenIdle) {
+    queue_->Push(std::move(job));
+    return work;
+  }
+  lock.unlock();  // the inline run blocks in braid: other threads may queue meanwhile
+  if (!queue_->TryRunInline(job)) queue_->Push(std::move(job));
   return work;
 }
 
 void BraidBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
   TORCH_CHECK(!coalescing_, "braid: startCoalescing called twice without endCoalescing");
   coalescing_ = true;
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::endCoalescing() {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
   TORCH_CHECK(coalescing_, "braid: endCoalescing without startCoalescing");
   coalescing_ = false;
   auto work = c10::make_intrusive<BraidWork>(rank_, c10d::OpType::COALESCED, ProfilingTitle("coalesced"),

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,8 +51,14 @@ class BraidBackend : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   // c10d's per-group operation count (its debug checks compare it across ranks): every rank
   // issues the same operations, so counting them locally agrees everywhere.
-  void setSequenceNumberForGroup() override { next_sequence_ = 0; }
-  uint64_t getSequenceNumberForGroup() override { return next_sequence_; }
+  void setSequenceNumberForGroup() override {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    next_sequence_ = 0;
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    return next_sequence_;
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -135,6 +142,10 @@ class BraidBackend : public c10d::Backend {
 
   const std::string name_;
   const c10::intrusive_ptr<c10d::Store> store_;
+  // Guards the bookkeeping below against c10d calls from several threads at once (DDP's hooks
+  // may run on autograd threads); never held while braid runs. Lock order: this, then the
+  // JobQueue's own mutex.
+  std::mutex issue_mutex_;
   std::chrono::milliseconds timeout_;
   braidComm_t comm_ = nullptr;
   std::unique_ptr<JobQueue> queue_;
