@@ -79,6 +79,7 @@ class JobQueue {
   std::condition_variable changed_;
   std::deque<std::shared_ptr<Job>> queue_;
   size_t running_ = 0;  // jobs taken off queue_ (or run inline) and not yet completed
+  size_t drain_waiters_ = 0;  // threads blocked in Drain()
   bool stopping_ = false;
   std::thread thread_;  // last: starts after the members it reads
 };
