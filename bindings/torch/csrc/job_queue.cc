@@ -77,7 +77,8 @@ bool JobQueue::TryRunInline(const std::shared_ptr<Job>& job) {
     someone_waits = !queue_.empty() || drain_waiters_ > 0;
   }
   // Why not always: the idle worker sleeps on changed_, and waking it after every synchronous
-  // call for nothing costs a context switch per call (measured: most of a small call's time).
+  // call for nothing costs a context switch per call (an 8-byte all_reduce through torch took
+  // 19 us per call with it, 10-14 us without).
   if (someone_waits) changed_.notify_all();
   return true;
 }
