@@ -29,16 +29,6 @@
 namespace braid::testing {
 namespace {
 
-std::string Fail(braidComm_t comm, braidResult_t rc, const std::string& what) {
-  return what + ": " + braidGetErrorString(rc) + ": " + braidGetLastError(comm);
-}
-
-#define TRY(call, what)                                    \
-  do {                                                     \
-    braidResult_t rc_ = (call);                            \
-    if (rc_ != braidSuccess) return Fail(comm, rc_, what); \
-  } while (0)
-
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -129,7 +119,7 @@ TEST_CASE("braidRecvAny: every sender's messages arrive, each sender's in order,
       for (int index = 0; index < kPerSender; ++index) {
         std::this_thread::sleep_for(std::chrono::milliseconds((size - rank) * 3 + index * rank * 2));
         std::vector<int32_t> out = Message(rank, index, count);
-        TRY(braidSend(out.data(), count, braidInt32, 0, comm, nullptr),
+        BRAID_TRY(braidSend(out.data(), count, braidInt32, 0, comm, nullptr),
             "send " + std::to_string(index));
       }
     } else {
@@ -137,7 +127,7 @@ TEST_CASE("braidRecvAny: every sender's messages arrive, each sender's in order,
       for (int n = 0; n < (size - 1) * kPerSender; ++n) {
         std::vector<int32_t> in(count, -1);
         int peer = -7;
-        TRY(braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr),
+        BRAID_TRY(braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr),
             "receive " + std::to_string(n));
         if (peer < 1 || peer >= size) return "receive " + std::to_string(n) + ": peer " + std::to_string(peer);
         const int index = seen[peer]++;
@@ -150,9 +140,9 @@ TEST_CASE("braidRecvAny: every sender's messages arrive, each sender's in order,
     }
     // The communicator is still in step: a collective after it (whose first messages may reach
     // rank 0 while it still receives, which must not confuse it).
-    TRY(braidBarrier(comm, nullptr), "barrier");
+    BRAID_TRY(braidBarrier(comm, nullptr), "barrier");
     int64_t one = 1, sum = 0;
-    TRY(braidAllReduce(&one, &sum, 1, braidInt64, braidSum, comm, nullptr), "allreduce");
+    BRAID_TRY(braidAllReduce(&one, &sum, 1, braidInt64, braidSum, comm, nullptr), "allreduce");
     if (sum != size) return "allreduce after the receives gave " + std::to_string(sum);
     return "";
   });
@@ -177,24 +167,24 @@ TEST_CASE("braidRecvAny: links are made as senders show up, never waiting for a 
     if (rank == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 2 waits first
       std::vector<int32_t> out = Message(0, 0, 9);
-      TRY(braidSend(out.data(), out.size(), braidInt32, 2, comm, nullptr), "send to 2");
+      BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, 2, comm, nullptr), "send to 2");
       std::vector<int32_t> in(3);
       int peer = -1;
-      TRY(braidRecvAny(in.data(), in.size(), braidInt32, &peer, comm, nullptr), "receive at 0");
+      BRAID_TRY(braidRecvAny(in.data(), in.size(), braidInt32, &peer, comm, nullptr), "receive at 0");
       if (peer != 2) return "rank 0 got a message from rank " + std::to_string(peer);
       std::string wrong = Check(in, 2, 1);
       if (!wrong.empty()) return wrong;
     } else if (rank == 2) {
       std::vector<int32_t> in(9);
       int peer = -1;
-      TRY(braidRecvAny(in.data(), in.size(), braidInt32, &peer, comm, nullptr), "receive at 2");
+      BRAID_TRY(braidRecvAny(in.data(), in.size(), braidInt32, &peer, comm, nullptr), "receive at 2");
       if (peer != 0) return "rank 2 got a message from rank " + std::to_string(peer);
       std::string wrong = Check(in, 0, 0);
       if (!wrong.empty()) return wrong;
       std::vector<int32_t> out = Message(2, 1, 3);
-      TRY(braidSend(out.data(), out.size(), braidInt32, 0, comm, nullptr), "send to 0");
+      BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, 0, comm, nullptr), "send to 0");
     }
-    TRY(braidBarrier(comm, nullptr), "barrier");
+    BRAID_TRY(braidBarrier(comm, nullptr), "barrier");
     return "";
   });
   BRAID_CHECK_RANKS(results);
@@ -223,7 +213,7 @@ TEST_CASE("braidRecvAny: messages sent before their senders exited all arrive, t
     if (rank != 0) {
       for (int index = 0; index < sends[rank]; ++index) {
         std::vector<int32_t> out = Message(rank, index, count);
-        TRY(braidSend(out.data(), count, braidInt32, 0, comm, nullptr),
+        BRAID_TRY(braidSend(out.data(), count, braidInt32, 0, comm, nullptr),
             "send " + std::to_string(index));
       }
       senders->pid[rank] = getpid();  // the harness destroys the communicator and exits next
@@ -245,7 +235,7 @@ TEST_CASE("braidRecvAny: messages sent before their senders exited all arrive, t
     for (int n = 0; n < sends[1] + sends[2]; ++n) {
       std::vector<int32_t> in(count, -1);
       int peer = -7;
-      TRY(braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr),
+      BRAID_TRY(braidRecvAny(in.data(), count, braidInt32, &peer, comm, nullptr),
           "receive " + std::to_string(n));
       if (peer < 1 || peer >= size) {
         return "receive " + std::to_string(n) + ": peer " + std::to_string(peer);
@@ -296,7 +286,7 @@ TEST_CASE("braidRecvAny: a message of another size is braidInvalidUsage naming b
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
     if (rank == 1) {
       std::vector<int32_t> out = Message(1, 0, sent);
-      TRY(braidSend(out.data(), out.size(), braidInt32, 0, comm, nullptr), "send");
+      BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, 0, comm, nullptr), "send");
     } else if (rank == 0) {
       std::vector<int32_t> in(std::max(sent, asked));
       int peer = 5;
@@ -305,12 +295,12 @@ TEST_CASE("braidRecvAny: a message of another size is braidInvalidUsage naming b
       mismatch_peer = peer;
       // Nothing was taken: a receive of the right size gets the message whole.
       in.assign(sent, -1);
-      TRY(braidRecvAny(in.data(), sent, braidInt32, &peer, comm, nullptr), "receive again");
+      BRAID_TRY(braidRecvAny(in.data(), sent, braidInt32, &peer, comm, nullptr), "receive again");
       if (peer != 1) return "the second receive reports rank " + std::to_string(peer);
       std::string wrong = Check(in, 1, 0);
       if (!wrong.empty()) return wrong;
     }
-    TRY(braidBarrier(comm, nullptr), "barrier");  // still usable
+    BRAID_TRY(braidBarrier(comm, nullptr), "barrier");  // still usable
     return "";
   });
   BRAID_CHECK_RANKS(results);
@@ -391,7 +381,7 @@ TEST_CASE("braidRecvAny: when every other rank has gone on to a collective it fa
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       message = braidGetLastError(comm);
     }
-    TRY(braidBarrier(comm, nullptr), "barrier");
+    BRAID_TRY(braidBarrier(comm, nullptr), "barrier");
     return "";
   });
   BRAID_CHECK_RANKS(results);

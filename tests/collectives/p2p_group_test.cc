@@ -20,16 +20,6 @@
 namespace braid::testing {
 namespace {
 
-std::string Fail(braidComm_t comm, braidResult_t rc, const std::string& what) {
-  return what + ": " + braidGetErrorString(rc) + ": " + braidGetLastError(comm);
-}
-
-#define TRY(call, what)                                    \
-  do {                                                     \
-    braidResult_t rc_ = (call);                            \
-    if (rc_ != braidSuccess) return Fail(comm, rc_, what); \
-  } while (0)
-
 // Value of element i of the message `src` sends `dst` (tagged with `salt` to tell messages apart).
 int32_t Value(int src, int dst, size_t i, int salt = 0) {
   return static_cast<int32_t>(src * 1000003 + dst * 7919 + static_cast<int64_t>(i) * 31 +
@@ -84,10 +74,10 @@ TEST_CASE("blocking send/recv between pairs", "[p2p]") {
         if (partner >= n) continue;
         if (sender) {
           std::vector<int32_t> data = Message(rank, partner, count, round);
-          TRY(braidSend(data.data(), count, braidInt32, partner, comm, nullptr), "send");
+          BRAID_TRY(braidSend(data.data(), count, braidInt32, partner, comm, nullptr), "send");
         } else {
           std::vector<int32_t> data(count, -1);
-          TRY(braidRecv(data.data(), count, braidInt32, partner, comm, nullptr), "recv");
+          BRAID_TRY(braidRecv(data.data(), count, braidInt32, partner, comm, nullptr), "recv");
           std::string wrong = Check(data, partner, rank, round);
           if (!wrong.empty()) return wrong;
         }
@@ -108,11 +98,11 @@ TEST_CASE("8 MiB ring exchange inside a group, either issue order", "[p2p][group
     std::vector<int32_t> in(kLarge, -1);
     // Odd ranks use the other order too, so the two orders meet across a link.
     const bool sends_first = send_first == (rank % 2 == 0);
-    TRY(braidGroupStart(), "group start");
-    if (sends_first) TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
-    TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
-    if (!sends_first) TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupStart(), "group start");
+    if (sends_first) BRAID_TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
+    BRAID_TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
+    if (!sends_first) BRAID_TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
+    BRAID_TRY(braidGroupEnd(), "group end");
     return Check(in, prev, rank);
   });
   EXPECT_ALL_OK(results);
@@ -128,14 +118,14 @@ TEST_CASE("all-pairs exchange, self included, inside a group", "[p2p][group]") {
       out[p] = Message(rank, p, count);
       in[p].assign(count, -1);
     }
-    TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidGroupStart(), "group start");
     // Receives in rank order, sends in reverse: the group must not care.
     for (int p = 0; p < n; ++p)
-      TRY(braidRecv(in[p].data(), count, braidInt32, p, comm, nullptr), "recv");
+      BRAID_TRY(braidRecv(in[p].data(), count, braidInt32, p, comm, nullptr), "recv");
     for (int p = n - 1; p >= 0; --p) {
-      TRY(braidSend(out[p].data(), count, braidInt32, p, comm, nullptr), "send");
+      BRAID_TRY(braidSend(out[p].data(), count, braidInt32, p, comm, nullptr), "send");
     }
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupEnd(), "group end");
     for (int p = 0; p < n; ++p) {
       std::string wrong = Check(in[p], p, rank);
       if (!wrong.empty()) return wrong;
@@ -150,12 +140,12 @@ TEST_CASE("send/recv to self inside a group", "[p2p][group]") {
     // Two self messages in one group pair up in order.
     std::vector<int32_t> a = Message(rank, rank, 100, 1), b = Message(rank, rank, 50, 2);
     std::vector<int32_t> ra(100, -1), rb(50, -1);
-    TRY(braidGroupStart(), "group start");
-    TRY(braidSend(a.data(), a.size(), braidInt32, rank, comm, nullptr), "send a");
-    TRY(braidRecv(ra.data(), ra.size(), braidInt32, rank, comm, nullptr), "recv a");
-    TRY(braidRecv(rb.data(), rb.size(), braidInt32, rank, comm, nullptr), "recv b");
-    TRY(braidSend(b.data(), b.size(), braidInt32, rank, comm, nullptr), "send b");
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidSend(a.data(), a.size(), braidInt32, rank, comm, nullptr), "send a");
+    BRAID_TRY(braidRecv(ra.data(), ra.size(), braidInt32, rank, comm, nullptr), "recv a");
+    BRAID_TRY(braidRecv(rb.data(), rb.size(), braidInt32, rank, comm, nullptr), "recv b");
+    BRAID_TRY(braidSend(b.data(), b.size(), braidInt32, rank, comm, nullptr), "send b");
+    BRAID_TRY(braidGroupEnd(), "group end");
     std::string wrong = Check(ra, rank, rank, 1);
     return wrong.empty() ? Check(rb, rank, rank, 2) : wrong;
   });
@@ -176,23 +166,23 @@ TEST_CASE("a group mixing collectives and point-to-point, issued in different or
     }
     // Collectives keep the same relative order on every rank (as NCCL requires); the transfers
     // move around them differently on even and odd ranks.
-    TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidGroupStart(), "group start");
     if (rank % 2 == 0) {
-      TRY(braidAllReduce(sum.data(), sum.data(), sum.size(), braidInt32, braidSum, comm, nullptr),
+      BRAID_TRY(braidAllReduce(sum.data(), sum.data(), sum.size(), braidInt32, braidSum, comm, nullptr),
           "allreduce");
-      TRY(braidSend(out.data(), out.size(), braidInt32, next, comm, nullptr), "send");
-      TRY(braidRecv(in.data(), in.size(), braidInt32, prev, comm, nullptr), "recv");
-      TRY(braidAllToAll(a2a_send.data(), a2a_recv.data(), 10, braidInt32, comm, nullptr),
+      BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, next, comm, nullptr), "send");
+      BRAID_TRY(braidRecv(in.data(), in.size(), braidInt32, prev, comm, nullptr), "recv");
+      BRAID_TRY(braidAllToAll(a2a_send.data(), a2a_recv.data(), 10, braidInt32, comm, nullptr),
           "alltoall");
     } else {
-      TRY(braidRecv(in.data(), in.size(), braidInt32, prev, comm, nullptr), "recv");
-      TRY(braidAllReduce(sum.data(), sum.data(), sum.size(), braidInt32, braidSum, comm, nullptr),
+      BRAID_TRY(braidRecv(in.data(), in.size(), braidInt32, prev, comm, nullptr), "recv");
+      BRAID_TRY(braidAllReduce(sum.data(), sum.data(), sum.size(), braidInt32, braidSum, comm, nullptr),
           "allreduce");
-      TRY(braidAllToAll(a2a_send.data(), a2a_recv.data(), 10, braidInt32, comm, nullptr),
+      BRAID_TRY(braidAllToAll(a2a_send.data(), a2a_recv.data(), 10, braidInt32, comm, nullptr),
           "alltoall");
-      TRY(braidSend(out.data(), out.size(), braidInt32, next, comm, nullptr), "send");
+      BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, next, comm, nullptr), "send");
     }
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupEnd(), "group end");
     std::string wrong = Check(in, prev, rank);
     if (!wrong.empty()) return wrong;
     const int32_t want = n * (n + 1) / 2;
@@ -218,20 +208,20 @@ TEST_CASE("nested groups run at the outermost end", "[p2p][group]") {
     const int peer = 1 - rank;
     std::vector<int32_t> out = Message(rank, peer, kLarge), in(kLarge, -1);
     std::vector<int32_t> small_out = Message(rank, peer, 5, 1), small_in(5, -1);
-    TRY(braidGroupStart(), "outer group start");
-    TRY(braidGroupStart(), "inner group start");
+    BRAID_TRY(braidGroupStart(), "outer group start");
+    BRAID_TRY(braidGroupStart(), "inner group start");
     // Both ranks send 8 MiB first: only the outer group's end may run this, with the receive.
-    TRY(braidSend(out.data(), out.size(), braidInt32, peer, comm, nullptr), "send");
-    TRY(braidGroupEnd(), "inner group end");
+    BRAID_TRY(braidSend(out.data(), out.size(), braidInt32, peer, comm, nullptr), "send");
+    BRAID_TRY(braidGroupEnd(), "inner group end");
     // Still queued: nothing may have arrived yet.
     if (in[0] != -1) return "the inner braidGroupEnd ran the queued receive";
-    TRY(braidGroupStart(), "second inner group start");
-    TRY(braidRecv(in.data(), in.size(), braidInt32, peer, comm, nullptr), "recv");
-    TRY(braidSend(small_out.data(), small_out.size(), braidInt32, peer, comm, nullptr),
+    BRAID_TRY(braidGroupStart(), "second inner group start");
+    BRAID_TRY(braidRecv(in.data(), in.size(), braidInt32, peer, comm, nullptr), "recv");
+    BRAID_TRY(braidSend(small_out.data(), small_out.size(), braidInt32, peer, comm, nullptr),
         "send small");
-    TRY(braidGroupEnd(), "second inner group end");
-    TRY(braidRecv(small_in.data(), small_in.size(), braidInt32, peer, comm, nullptr), "recv small");
-    TRY(braidGroupEnd(), "outer group end");
+    BRAID_TRY(braidGroupEnd(), "second inner group end");
+    BRAID_TRY(braidRecv(small_in.data(), small_in.size(), braidInt32, peer, comm, nullptr), "recv small");
+    BRAID_TRY(braidGroupEnd(), "outer group end");
     std::string wrong = Check(in, peer, rank);
     return wrong.empty() ? Check(small_in, peer, rank, 1) : wrong;
   });
@@ -242,23 +232,23 @@ TEST_CASE("zero-count transfers complete, alone and in groups", "[p2p][group]") 
   auto results = OnThreads(3, 60000, [](braidComm_t comm, int rank, int n) -> std::string {
     const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     // Blocking, with NULL buffers: rank 0 sends to 1, then 1 to 2.
-    if (rank == 0) TRY(braidSend(nullptr, 0, braidFloat32, 1, comm, nullptr), "send 0");
-    if (rank == 1) TRY(braidRecv(nullptr, 0, braidFloat32, 0, comm, nullptr), "recv 0");
-    if (rank == 1) TRY(braidSend(nullptr, 0, braidFloat32, 2, comm, nullptr), "send 0");
-    if (rank == 2) TRY(braidRecv(nullptr, 0, braidFloat32, 1, comm, nullptr), "recv 0");
+    if (rank == 0) BRAID_TRY(braidSend(nullptr, 0, braidFloat32, 1, comm, nullptr), "send 0");
+    if (rank == 1) BRAID_TRY(braidRecv(nullptr, 0, braidFloat32, 0, comm, nullptr), "recv 0");
+    if (rank == 1) BRAID_TRY(braidSend(nullptr, 0, braidFloat32, 2, comm, nullptr), "send 0");
+    if (rank == 2) BRAID_TRY(braidRecv(nullptr, 0, braidFloat32, 1, comm, nullptr), "recv 0");
     // In a group, between non-empty messages on the same links: order must still match.
     std::vector<int32_t> a = Message(rank, next, 4, 1), b = Message(rank, next, 4, 2);
     std::vector<int32_t> ra(4, -1), rb(4, -1);
-    TRY(braidGroupStart(), "group start");
-    TRY(braidSend(a.data(), 4, braidInt32, next, comm, nullptr), "send a");
-    TRY(braidSend(nullptr, 0, braidInt32, next, comm, nullptr), "send empty");
-    TRY(braidSend(b.data(), 4, braidInt32, next, comm, nullptr), "send b");
-    TRY(braidRecv(ra.data(), 4, braidInt32, prev, comm, nullptr), "recv a");
-    TRY(braidRecv(nullptr, 0, braidInt32, prev, comm, nullptr), "recv empty");
-    TRY(braidRecv(rb.data(), 4, braidInt32, prev, comm, nullptr), "recv b");
-    TRY(braidSend(nullptr, 0, braidInt32, rank, comm, nullptr), "send self empty");
-    TRY(braidRecv(nullptr, 0, braidInt32, rank, comm, nullptr), "recv self empty");
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidSend(a.data(), 4, braidInt32, next, comm, nullptr), "send a");
+    BRAID_TRY(braidSend(nullptr, 0, braidInt32, next, comm, nullptr), "send empty");
+    BRAID_TRY(braidSend(b.data(), 4, braidInt32, next, comm, nullptr), "send b");
+    BRAID_TRY(braidRecv(ra.data(), 4, braidInt32, prev, comm, nullptr), "recv a");
+    BRAID_TRY(braidRecv(nullptr, 0, braidInt32, prev, comm, nullptr), "recv empty");
+    BRAID_TRY(braidRecv(rb.data(), 4, braidInt32, prev, comm, nullptr), "recv b");
+    BRAID_TRY(braidSend(nullptr, 0, braidInt32, rank, comm, nullptr), "send self empty");
+    BRAID_TRY(braidRecv(nullptr, 0, braidInt32, rank, comm, nullptr), "recv self empty");
+    BRAID_TRY(braidGroupEnd(), "group end");
     std::string wrong = Check(ra, prev, rank, 1);
     return wrong.empty() ? Check(rb, prev, rank, 2) : wrong;
   });
@@ -298,21 +288,21 @@ TEST_CASE("1000 small messages arrive in order, blocking and in one group", "[p2
     for (int i = 0; i < kMessages; ++i) {
       int64_t value = rank == 0 ? i : -1;
       if (rank == 0) {
-        TRY(braidSend(&value, 1, braidInt64, peer, comm, nullptr), "send " + std::to_string(i));
+        BRAID_TRY(braidSend(&value, 1, braidInt64, peer, comm, nullptr), "send " + std::to_string(i));
       } else {
-        TRY(braidRecv(&value, 1, braidInt64, peer, comm, nullptr), "recv " + std::to_string(i));
+        BRAID_TRY(braidRecv(&value, 1, braidInt64, peer, comm, nullptr), "recv " + std::to_string(i));
         if (value != i) return "message " + std::to_string(i) + " carried " + std::to_string(value);
       }
     }
     // One group each way at once: 1000 sends and 1000 receives per rank.
     std::vector<int64_t> out(kMessages), in(kMessages, -1);
     for (int i = 0; i < kMessages; ++i) out[i] = rank * 100000 + i;
-    TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidGroupStart(), "group start");
     for (int i = 0; i < kMessages; ++i) {
-      TRY(braidSend(&out[i], 1, braidInt64, peer, comm, nullptr), "send");
-      TRY(braidRecv(&in[i], 1, braidInt64, peer, comm, nullptr), "recv");
+      BRAID_TRY(braidSend(&out[i], 1, braidInt64, peer, comm, nullptr), "send");
+      BRAID_TRY(braidRecv(&in[i], 1, braidInt64, peer, comm, nullptr), "recv");
     }
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupEnd(), "group end");
     for (int i = 0; i < kMessages; ++i) {
       if (in[i] != peer * 100000 + i) {
         return "grouped message " + std::to_string(i) + " carried " + std::to_string(in[i]);
@@ -330,10 +320,10 @@ TEST_CASE("a ring exchange inside a group, ranks as processes", "[p2p][group][pr
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
     const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     std::vector<int32_t> out = Message(rank, next, kLarge), in(kLarge, -1);
-    TRY(braidGroupStart(), "group start");
-    TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
-    TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
-    TRY(braidGroupEnd(), "group end");
+    BRAID_TRY(braidGroupStart(), "group start");
+    BRAID_TRY(braidSend(out.data(), kLarge, braidInt32, next, comm, nullptr), "send");
+    BRAID_TRY(braidRecv(in.data(), kLarge, braidInt32, prev, comm, nullptr), "recv");
+    BRAID_TRY(braidGroupEnd(), "group end");
     return Check(in, prev, rank);
   });
   EXPECT_ALL_OK(results);

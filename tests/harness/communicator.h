@@ -56,7 +56,19 @@ using CommBody = std::function<std::string(braidComm_t comm, int rank, int size)
 // and skips the body. Returns one result per rank ("" = success). Call from the main thread.
 std::vector<std::string> RunComms(const CommJob& job, const CommBody& body);
 
+// A body's failure text for a braid call: "what: <result string>: <braidGetLastError(comm)>".
+inline std::string CallFailure(braidComm_t comm, braidResult_t rc, const std::string& what) {
+  return what + ": " + braidGetErrorString(rc) + ": " + braidGetLastError(comm);
+}
+
 }  // namespace braid::testing
+
+// Inside a CommBody with `comm` in scope: returns the CallFailure of `call` unless it succeeds.
+#define BRAID_TRY(call, what)                                                          \
+  do {                                                                                 \
+    braidResult_t braid_rc_ = (call);                                                  \
+    if (braid_rc_ != braidSuccess) return ::braid::testing::CallFailure(comm, braid_rc_, what); \
+  } while (0)
 
 // Asserts that every rank succeeded; the failure message lists each failing rank's result.
 #define BRAID_CHECK_RANKS(results)                                               \
