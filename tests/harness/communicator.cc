@@ -23,51 +23,105 @@ std::string Describe(const CommJob& job) {
   return s;
 }
 
-std::vector<std::string> RunComms(const CommJob& job, const CommBody& body) {
-  const braidUniqueId id = NewId();
+std::vector<braidUniqueId> NewIds(int n) {
+  std::vector<braidUniqueId> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(NewId());
+  return ids;
+}
+
+std::vector<std::string> RunCommSets(const CommJob& job, const CommSetBody& body) {
+  const std::vector<braidUniqueId> ids = job.ids.empty() ? NewIds(1) : job.ids;
+  const int count = static_cast<int>(ids.size());
   braidConfig_t config = job.config;
   if (config.timeoutMs == BRAID_CONFIG_UNDEF_INT) config.timeoutMs = kOperationTimeoutMs;
 
-  // Thread ranks publish their communicator so a timeout can abort it; the mutex keeps an abort
-  // from racing the rank's own destroy.
+  // Thread ranks publish their communicators so a timeout can abort them; the mutex keeps an
+  // abort from racing the rank's own destroy.
   std::mutex mutex;
-  std::vector<braidComm_t> live(job.size, nullptr);
+  std::vector<std::vector<braidComm_t>> live(job.size);
   const bool threads = job.ranks == Ranks::kThreads;
 
   auto rank_body = [&](int rank, int size) -> std::string {
-    braidComm_t comm = nullptr;
-    const braidResult_t rc = braidCommInitRankConfig(&comm, size, id, rank, &config);
-    if (rc != braidSuccess) {
-      return std::string("init failed: ") + braidGetErrorString(rc) + ": " +
-             braidGetLastError(nullptr);
-    }
-    if (threads) {
-      std::lock_guard<std::mutex> lock(mutex);
-      live[rank] = comm;
+    std::vector<braidComm_t> comms;
+    // Destroys what this rank made (unless the body owns it) and unpublishes it; returns what
+    // failed, if `result` does not already say what went wrong.
+    auto finish = [&](std::string result, bool destroy) {
+      if (threads) {
+        std::lock_guard<std::mutex> lock(mutex);
+        live[rank].clear();
+      }
+      if (!destroy) return result;
+      for (size_t i = 0; i < comms.size(); ++i) {
+        const braidResult_t rc = braidCommDestroy(comms[i]);
+        if (rc != braidSuccess && result.empty()) {
+          result = "destroy" + (count > 1 ? " (communicator " + std::to_string(i) + ")" : "") +
+                   ": " + braidGetErrorString(rc) + ": " + braidGetLastError(nullptr);
+        }
+      }
+      return result;
+    };
+    for (int i = 0; i < count; ++i) {
+      if (job.before_init) {
+        std::string ready;
+        try {
+          ready = job.before_init(rank, i);
+        } catch (const std::exception& e) {
+          ready = std::string("before_init: exception: ") + e.what();
+        }
+        if (!ready.empty()) return finish(ready, true);
+      }
+      braidComm_t comm = nullptr;
+      const braidResult_t rc = braidCommInitRankConfig(&comm, size, ids[i], rank, &config);
+      if (rc != braidSuccess) {
+        const std::string which =
+            count > 1 ? " (communicator " + std::to_string(i) + " of " + std::to_string(count) + ")"
+                      : "";
+        return finish(std::string("init failed") + which + ": " + braidGetErrorString(rc) + ": " +
+                          braidGetLastError(nullptr),
+                      true);
+      }
+      comms.push_back(comm);
+      if (threads) {
+        std::lock_guard<std::mutex> lock(mutex);
+        live[rank].push_back(comm);
+      }
     }
     std::string result;
     try {
-      result = body(comm, rank, size);
-    } catch (const std::exception& e) {  // caught here so the communicator is still destroyed
+      result = body(comms, rank, size);
+    } catch (const std::exception& e) {  // caught here so the communicators are still destroyed
       result = std::string("exception: ") + e.what();
     } catch (...) {
       result = "unknown exception";
     }
-    if (threads) {
-      std::lock_guard<std::mutex> lock(mutex);
-      live[rank] = nullptr;
-    }
-    braidCommDestroy(comm);
-    return result;
+    return finish(result, !job.body_destroys);
   };
 
   if (!threads) return RunProcesses(job.size, rank_body, job.timeout_ms);
   return RunThreads(job.size, rank_body, job.timeout_ms, [&](const std::vector<int>& stuck) {
     std::lock_guard<std::mutex> lock(mutex);
     for (int rank : stuck) {
-      if (live[rank] != nullptr) braidCommAbort(live[rank]);
+      for (braidComm_t comm : live[rank]) braidCommAbort(comm);
     }
   });
+}
+
+std::vector<std::string> RunComms(const CommJob& job, const CommBody& body) {
+  REQUIRE(job.ids.size() <= 1);  // several communicators per rank: RunCommSets
+  return RunCommSets(job, [&](const std::vector<braidComm_t>& comms, int rank, int size) {
+    return body(comms[0], rank, size);
+  });
+}
+
+braidComm_t OneRankComm() {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = kOperationTimeoutMs;
+  braidComm_t comm = nullptr;
+  const braidResult_t rc = braidCommInitRankConfig(&comm, 1, NewId(), 0, &config);
+  INFO(braidGetLastError(nullptr));
+  REQUIRE(rc == braidSuccess);
+  REQUIRE(comm != nullptr);
+  return comm;
 }
 
 }  // namespace braid::testing
