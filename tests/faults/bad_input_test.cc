@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace {
+
+using braid::testing::NewId;
+using braid::testing::OneRankComm;
 
 struct Row {
   const char* call;
@@ -41,10 +44,9 @@ void RunTable(const std::vector<Row>& rows, braidComm_t comm) {
 }  // namespace
 
 TEST_CASE("every entry point rejects bad arguments on a live communicator", "[bad_input]") {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  braidComm_t comm = nullptr;
-  REQUIRE(braidCommInitRank(&comm, 1, id, 0) == braidSuccess);
+  // `id` only feeds the init rows below; the communicator under test is the fixture's.
+  const braidUniqueId id = NewId();
+  braidComm_t comm = OneRankComm();
   float x[8] = {};
   const size_t huge = SIZE_MAX / 2;
   int stream_object = 0;
@@ -102,14 +104,9 @@ TEST_CASE("every entry point rejects bad arguments on a live communicator", "[ba
 }
 
 TEST_CASE("NULL, destroyed and aborted communicators are reported", "[bad_input]") {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  braidComm_t destroyed = nullptr, aborted = nullptr;
-  REQUIRE(braidCommInitRank(&destroyed, 1, id, 0) == braidSuccess);
+  braidComm_t destroyed = OneRankComm();
   REQUIRE(braidCommDestroy(destroyed) == braidSuccess);
-  braidUniqueId id2;
-  REQUIRE(braidGetUniqueId(&id2) == braidSuccess);
-  REQUIRE(braidCommInitRank(&aborted, 1, id2, 0) == braidSuccess);
+  braidComm_t aborted = OneRankComm();
   REQUIRE(braidCommAbort(aborted) == braidSuccess);
   float x[4] = {};
   int n = 0;
@@ -156,8 +153,8 @@ TEST_CASE("NULL, destroyed and aborted communicators are reported", "[bad_input]
 }
 
 TEST_CASE("a bad config is refused with the field named", "[bad_input]") {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  // The init under test is braidCommInitRankConfig's own, so it is called directly.
+  const braidUniqueId id = NewId();
   braidComm_t comm = nullptr;
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
   config.chunkBytes = 3;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace {
 
@@ -21,26 +21,21 @@ struct Outcome {
 };
 
 std::vector<Outcome> RunMismatch(const Call& call) {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  std::vector<Outcome> outcomes(3);
-  auto results = braid::testing::RunThreads(3, [&](int rank, int size) -> std::string {
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.checkMode = 1;
-    config.timeoutMs = 20000;
-    braidComm_t comm = nullptr;
-    if (braidCommInitRankConfig(&comm, size, id, rank, &config) != braidSuccess) {
-      return std::string("init: ") + braidGetLastError(nullptr);
-    }
+  braid::testing::CommJob job;
+  job.size = 3;
+  job.config.checkMode = 1;
+  job.config.timeoutMs = 20000;
+  std::vector<Outcome> outcomes(job.size);
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
     std::vector<float> buffer(64, 1.0f);
     outcomes[rank].rc = call(rank, comm, buffer.data());
     outcomes[rank].message = braidGetLastError(comm);
     float x = 1;
     outcomes[rank].usable_after =
         braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) == braidSuccess && x == 3.0f;
-    braidCommDestroy(comm);
     return "";
   });
+  INFO(braid::testing::Failures(results));
   REQUIRE(braid::testing::Failures(results).empty());
   return outcomes;
 }
