@@ -11,7 +11,7 @@
 
 #include "bindings/c/braid.h"
 #include "tests/faults/store_census.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 #include "transport/fault_injection.h"
 
 namespace {
@@ -49,16 +49,14 @@ TEST_CASE("a dropped link fails every rank quickly, naming the link", "[faults][
         }
         return link;
       });
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  auto results = braid::testing::RunThreads(3, [&](int rank, int size) -> std::string {
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.timeoutMs = 60000;  // detection must come from the lost link, not a timeout
-    config.transports = transports;
-    braidComm_t comm = nullptr;
-    if (braidCommInitRankConfig(&comm, size, id, rank, &config) != braidSuccess) {
-      return std::string("init: ") + braidGetLastError(nullptr);
-    }
+  braid::testing::CommJob job;
+  job.size = 3;
+  job.config.timeoutMs = 60000;  // detection must come from the lost link, not a timeout
+  job.config.transports = transports;
+  job.ids = {braid::testing::NewId()};  // the store census reads the job's store
+  job.body_destroys = true;             // the census is checked after the destroy
+  const braidUniqueId id = job.ids[0];
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int size) -> std::string {
     // What the store holds before the link drops (every rank's census is in before any collective).
     braid::testing::StoreCensus census;
     std::string taken = census.Take(id, "rank " + std::to_string(rank));

@@ -19,7 +19,7 @@
 
 #include "bindings/c/braid.h"
 #include "tests/faults/store_census.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace {
 
@@ -28,13 +28,7 @@ using braid::testing::Failures;
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Rank `late` joins the first allreduce only; the others enter a second one and time out.
-std::string RunWithLateRank(const braidUniqueId& id, int rank, int size, int late, bool freeze) {
-  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-  config.timeoutMs = 1500;
-  braidComm_t comm = nullptr;
-  if (braidCommInitRankConfig(&comm, size, id, rank, &config) != braidSuccess) {
-    return std::string("init: ") + braidGetLastError(nullptr);
-  }
+std::string RunWithLateRank(braidComm_t comm, int rank, int late, bool freeze) {
   float x = 1;
   if (braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) != braidSuccess) {
     return std::string("first allreduce: ") + braidGetLastError(comm);
@@ -42,7 +36,6 @@ std::string RunWithLateRank(const braidUniqueId& id, int rank, int size, int lat
   if (rank == late) {
     if (freeze) raise(SIGSTOP);  // frozen until the harness kills it
     std::this_thread::sleep_for(std::chrono::seconds(4));  // "busy in user code"
-    braidCommDestroy(comm);
     return "";
   }
   braidResult_t rc = braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr);
@@ -54,10 +47,11 @@ std::string RunWithLateRank(const braidUniqueId& id, int rank, int size, int lat
 }  // namespace
 
 TEST_CASE("a timed-out allreduce names the idle rank and its last collective", "[faults][timeout]") {
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  auto results = braid::testing::RunThreads(3, [&](int rank, int size) {
-    return RunWithLateRank(id, rank, size, 2, false);
+  braid::testing::CommJob job;
+  job.size = 3;
+  job.config.timeoutMs = 1500;
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) {
+    return RunWithLateRank(comm, rank, 2, false);
   });
   CHECK(results[2].empty());
   for (int rank : {0, 1}) {
@@ -173,27 +167,29 @@ bool WaitUntilStopped(pid_t pid, int ms) {
   return false;
 }
 
-// One process per rank, one communicator per operation (ids[i] for kOperations[i]): after a
-// warm-up barrier on each, rank 1 stops itself and the survivors run every operation at once,
-// each on its own communicator and thread.
-std::string RunWithFrozenRank(const std::vector<braidUniqueId>& ids, int rank, const char* transports) {
+// Each init starts together on every rank (lined up through the store of ids[0], which also
+// holds the test's own coordination keys), so the short timeout only has to cover the init itself.
+std::string LineUpForInit(const braidUniqueId& id, int index) {
+  auto store = braid::testing::ConnectToStore(id);
+  if (!store.ok()) return "connecting to the store: " + store.status().message();
+  const std::string key = "faults/init/" + std::to_string(index);
+  braid::Status status = store.value()->Barrier(key, kRanks, braid::Deadline::AfterMs(30000));
+  return status.ok() ? "" : "store barrier " + key + ": " + status.message();
+}
+
+// One process per rank, one communicator per operation (comms[i], from ids[i], for
+// kOperations[i]): after a warm-up barrier on each, rank 1 stops itself and the survivors run
+// every operation at once, each on its own communicator and thread. The body destroys the
+// communicators itself (the job's body_destroys), so the census is checked after the destroy.
+std::string RunWithFrozenRank(const std::vector<braidComm_t>& comms,
+                              const std::vector<braidUniqueId>& ids, int rank) {
   auto store = braid::testing::ConnectToStore(ids[0]);  // the test's own coordination keys
   if (!store.ok()) return "connecting to the store: " + store.status().message();
   auto barrier = [&](const std::string& key, int n) -> std::string {
     braid::Status status = store.value()->Barrier("faults/" + key, n, braid::Deadline::AfterMs(30000));
     return status.ok() ? "" : "store barrier " + key + ": " + status.message();
   };
-  std::vector<braidComm_t> comms(kNumOperations, nullptr);
   for (int i = 0; i < kNumOperations; ++i) {
-    // Start each init together, so the short timeout only has to cover the init itself.
-    std::string arrived = barrier("init/" + std::to_string(i), kRanks);
-    if (!arrived.empty()) return arrived;
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.timeoutMs = kTimeoutMs;
-    config.transports = transports;
-    if (braidCommInitRankConfig(&comms[i], kRanks, ids[i], rank, &config) != braidSuccess) {
-      return std::string("init for ") + kOperations[i].name + ": " + braidGetLastError(nullptr);
-    }
     if (braidBarrier(comms[i], nullptr) != braidSuccess) {
       return std::string("warm-up barrier for ") + kOperations[i].name + ": " + braidGetLastError(comms[i]);
     }
@@ -254,11 +250,21 @@ TEST_CASE("a frozen (SIGSTOP) rank is named by every rank waiting on it, in ever
           "[faults][timeout][sigstop]") {
   const char* transports = GENERATE("tcp", "shm");
   CAPTURE(transports);
-  std::vector<braidUniqueId> ids(kNumOperations);
-  for (auto& id : ids) REQUIRE(braidGetUniqueId(&id) == braidSuccess);
+  braid::testing::CommJob job;
+  job.size = kRanks;
+  job.ranks = braid::testing::Ranks::kProcesses;
+  job.config.timeoutMs = kTimeoutMs;
+  job.config.transports = transports;
+  job.ids = braid::testing::NewIds(kNumOperations);
+  job.before_init = [&](int, int index) { return LineUpForInit(job.ids[0], index); };
+  job.body_destroys = true;
+  job.timeout_ms = 60000;
+  const std::vector<braidUniqueId>& ids = job.ids;
   auto start = std::chrono::steady_clock::now();
-  auto results = braid::testing::RunProcesses(
-      kRanks, [&](int rank, int) { return RunWithFrozenRank(ids, rank, transports); }, 60000);
+  auto results = braid::testing::RunCommSets(
+      job, [&](const std::vector<braidComm_t>& comms, int rank, int) {
+        return RunWithFrozenRank(comms, ids, rank);
+      });
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   INFO("whole run " << seconds << " s");
   CHECK(Has(results[kStopped], "killed by signal 9"));  // stopped, never resumed, then killed

@@ -15,7 +15,7 @@
 
 #include "bindings/c/braid.h"
 #include "tests/faults/store_census.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace {
 
@@ -37,14 +37,22 @@ braidResult_t RunCollective(const char* name, braidComm_t comm, std::vector<floa
   return braidBarrier(comm, nullptr);
 }
 
-std::string Survive(const braidUniqueId& id, int rank, const char* collective, const char* transports) {
-  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-  config.timeoutMs = 60000;  // far above the 10 s the test allows: detection must not be a timeout
-  config.transports = transports;
-  braidComm_t comm = nullptr;
-  if (braidCommInitRankConfig(&comm, kRanks, id, rank, &config) != braidSuccess) {
-    return std::string("init: ") + braidGetLastError(nullptr);
-  }
+// Ranks as processes (one is killed), each with a communicator of `transports` from `id`, whose
+// store the test reads for its census. Detection must not be a timeout: braid's deadline is far
+// above the 10 s the test allows.
+braid::testing::CommJob KillJob(int size, const char* transports, const braidUniqueId& id) {
+  braid::testing::CommJob job;
+  job.size = size;
+  job.ranks = braid::testing::Ranks::kProcesses;
+  job.config.timeoutMs = 60000;
+  job.config.transports = transports;
+  job.ids = {id};
+  job.timeout_ms = 30000;
+  return job;
+}
+
+// The body destroys `comm` itself (the job's body_destroys), so the census is checked after it.
+std::string Survive(braidComm_t comm, const braidUniqueId& id, int rank, const char* collective) {
   std::vector<float> send(kCount, 1.0f), recv(kCount, 0.0f);
   // What the store holds before the death (survivors), recorded before the dead rank arms its kill.
   braid::testing::StoreCensus census;
@@ -100,10 +108,12 @@ TEST_CASE("a rank killed mid-collective is named by every survivor within 10 s",
   const char* collective = GENERATE("allreduce", "broadcast", "reduce", "allgather", "reducescatter",
                                     "alltoall", "gather", "scatter", "barrier");
   CAPTURE(transports, collective);
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  auto results = braid::testing::RunProcesses(
-      kRanks, [&](int rank, int) { return Survive(id, rank, collective, transports); }, 30000);
+  const braidUniqueId id = braid::testing::NewId();
+  braid::testing::CommJob job = KillJob(kRanks, transports, id);
+  job.body_destroys = true;
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) {
+    return Survive(comm, id, rank, collective);
+  });
   CHECK(results[kDead].find("killed by signal 9") != std::string::npos);
   for (int rank = 0; rank < kRanks; ++rank) {
     if (rank == kDead) continue;
@@ -122,16 +132,8 @@ TEST_CASE("a rank dead before a survivor links to it is named within 10 s", "[fa
   const char* transports = GENERATE("tcp", "shm");
   CAPTURE(transports);
   constexpr int kFour = 4, kGone = 2;
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  auto results = braid::testing::RunProcesses(kFour, [&](int rank, int) -> std::string {
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.timeoutMs = 60000;
-    config.transports = transports;
-    braidComm_t comm = nullptr;
-    if (braidCommInitRankConfig(&comm, kFour, id, rank, &config) != braidSuccess) {
-      return std::string("init: ") + braidGetLastError(nullptr);
-    }
+  const braidUniqueId id = braid::testing::NewId();
+  auto results = braid::testing::RunComms(KillJob(kFour, transports, id), [&](braidComm_t comm, int rank, int) -> std::string {
     auto store = braid::testing::ConnectToStore(id);
     if (!store.ok()) return "connecting to the store: " + store.status().message();
     braid::Status arrived = store.value()->Barrier("faults/lazy", kFour, braid::Deadline::AfterMs(30000));
@@ -144,14 +146,13 @@ TEST_CASE("a rank dead before a survivor links to it is named within 10 s", "[fa
     braidResult_t rc = braidAllToAll(send.data(), recv.data(), 1024, braidFloat32, comm, nullptr);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string message = braidGetLastError(comm);
-    braidCommDestroy(comm);
     if (rc != braidRemoteError) return "expected braidRemoteError, got " + std::to_string(rc) + ": " + message;
     if (seconds > 10.0) return "noticed only after " + std::to_string(seconds) + " s: " + message;
     if (message.find("rank " + std::to_string(kGone)) == std::string::npos) {
       return "the error does not name rank 2: " + message;
     }
     return "";
-  }, 30000);
+  });
   CHECK(results[kGone].find("killed by signal 9") != std::string::npos);
   for (int rank = 0; rank < kFour; ++rank) {
     if (rank == kGone) continue;
