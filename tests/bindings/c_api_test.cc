@@ -27,14 +27,11 @@ bool Contains(const char* text, const std::string& needle) {
   return std::string(text).find(needle) != std::string::npos;
 }
 
+using braid::testing::CommJob;
 using braid::testing::NewId;
-
-braidComm_t SingleRankComm() {
-  braidComm_t comm = nullptr;
-  REQUIRE(braidCommInitRank(&comm, 1, NewId(), 0) == braidSuccess);
-  REQUIRE(comm != nullptr);
-  return comm;
-}
+using braid::testing::OneRankComm;
+using braid::testing::RunComms;
+using braid::testing::RunThreads;
 
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -95,7 +92,7 @@ TEST_CASE("init rejects bad arguments and names them", "[capi]") {
 }
 
 TEST_CASE("a one-rank communicator answers queries and allreduces", "[capi]") {
-  braidComm_t comm = SingleRankComm();
+  braidComm_t comm = OneRankComm();
   int count = 0, rank = -1, device = 0;
   CHECK(braidCommCount(comm, &count) == braidSuccess);
   CHECK(count == 1);
@@ -118,7 +115,7 @@ TEST_CASE("a one-rank communicator answers queries and allreduces", "[capi]") {
 }
 
 TEST_CASE("allreduce rejects bad arguments without touching the communicator", "[capi]") {
-  braidComm_t comm = SingleRankComm();
+  braidComm_t comm = OneRankComm();
   float x[4] = {1, 2, 3, 4};
   struct Case {
     const char* what;
@@ -160,8 +157,8 @@ TEST_CASE("a handle used, destroyed, then used again is reported dead, on this a
   // The live-handle check remembers the last live handle per thread: a destroy must end that.
   float x = 1;
   int n = 0;
-  braidComm_t comm = SingleRankComm();
-  braidComm_t other = SingleRankComm();
+  braidComm_t comm = OneRankComm();
+  braidComm_t other = OneRankComm();
   REQUIRE(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) == braidSuccess);
   REQUIRE(braidCommCount(comm, &n) == braidSuccess);  // this thread now remembers `comm`
   // Another thread that checked `comm` before the destroy and checks it again after.
@@ -192,7 +189,7 @@ TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[ca
   int n = 0;
   CHECK(braidAllReduce(&x, &x, 1, braidFloat32, braidSum, nullptr, nullptr) == braidInvalidArgument);
   CHECK(Contains(braidGetLastError(nullptr), "comm is NULL"));
-  braidComm_t comm = SingleRankComm();
+  braidComm_t comm = OneRankComm();
   CHECK(braidCommDestroy(comm) == braidSuccess);
   CHECK(braidCommDestroy(comm) == braidInvalidUsage);
   CHECK(braidCommCount(comm, &n) == braidInvalidUsage);
@@ -202,7 +199,7 @@ TEST_CASE("a NULL or destroyed communicator is reported, not dereferenced", "[ca
 }
 
 TEST_CASE("group, split and point-to-point misuse is reported", "[capi]") {
-  braidComm_t comm = SingleRankComm();
+  braidComm_t comm = OneRankComm();
   CHECK(braidGroupEnd() == braidInvalidUsage);
   CHECK(Contains(braidGetLastError(nullptr), "without a matching braidGroupStart"));
   braidComm_t child = reinterpret_cast<braidComm_t>(0x1);
@@ -226,22 +223,22 @@ TEST_CASE("group, split and point-to-point misuse is reported", "[capi]") {
   CHECK(braidCommDestroy(comm) == braidSuccess);
 }
 
+// Init is what these tests check, so ranks call it themselves, on the harness's rank threads.
 TEST_CASE("a rank that never arrives is named in every other rank's error", "[capi][rendezvous]") {
   braidUniqueId id = NewId();
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
   config.timeoutMs = 1500;
   // Ranks 0 and 2 of 4 arrive; 1 and 3 never do.
-  std::vector<braidResult_t> rcs(2);
+  std::vector<braidResult_t> rcs(2, braidSuccess);
   std::vector<std::string> messages(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      braidComm_t comm = nullptr;
-      rcs[i] = braidCommInitRankConfig(&comm, 4, id, i * 2, &config);
-      messages[i] = braidGetLastError(nullptr);
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto results = RunThreads(2, [&](int i, int) -> std::string {
+    braidComm_t comm = nullptr;
+    rcs[i] = braidCommInitRankConfig(&comm, 4, id, i * 2, &config);
+    messages[i] = braidGetLastError(nullptr);
+    if (comm != nullptr) braidCommDestroy(comm);
+    return "";
+  });
+  REQUIRE(braid::testing::Failures(results).empty());
   for (int i = 0; i < 2; ++i) {
     INFO(messages[i]);
     CHECK(rcs[i] == braidTimeout);
@@ -254,7 +251,7 @@ TEST_CASE("ranks that disagree on nranks, or share a rank, are told so", "[capi]
   config.timeoutMs = 1500;
   SECTION("nranks disagreement") {
     braidUniqueId id = NewId();
-    auto results = braid::testing::RunThreads(2, [&](int rank, int) -> std::string {
+    auto results = RunThreads(2, [&](int rank, int) -> std::string {
       braidComm_t comm = nullptr;
       braidResult_t rc = braidCommInitRankConfig(&comm, rank == 0 ? 2 : 3, id, rank, &config);
       if (comm) braidCommDestroy(comm);
@@ -266,7 +263,7 @@ TEST_CASE("ranks that disagree on nranks, or share a rank, are told so", "[capi]
   }
   SECTION("two callers claim rank 0") {
     braidUniqueId id = NewId();
-    auto results = braid::testing::RunThreads(2, [&](int, int) -> std::string {
+    auto results = RunThreads(2, [&](int, int) -> std::string {
       braidComm_t comm = nullptr;
       braidResult_t rc = braidCommInitRankConfig(&comm, 2, id, 0, &config);
       if (comm) braidCommDestroy(comm);
@@ -282,38 +279,50 @@ TEST_CASE("ranks that disagree on nranks, or share a rank, are told so", "[capi]
 TEST_CASE("braidCommAbort wakes a blocked allreduce within 1 s, on every transport", "[capi][abort]") {
   const char* transports = GENERATE("tcp", "shm");
   CAPTURE(transports);
-  braidUniqueId id = NewId();
-  std::vector<braidComm_t> comms(2, nullptr);
-  auto results = braid::testing::RunThreads(2, [&](int rank, int size) -> std::string {
-    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-    config.transports = transports;
-    return braidCommInitRankConfig(&comms[rank], size, id, rank, &config) == braidSuccess
-               ? ""
-               : braidGetLastError(nullptr);
+  CommJob job;
+  job.config.transports = transports;
+  job.timeout_ms = 60000;
+  // Rank 0 enters an allreduce that rank 1 never joins; rank 1's thread aborts rank 0's
+  // communicator, then keeps its own alive until rank 0 has returned (its destroy would otherwise
+  // fail rank 0 with a lost link instead).
+  std::atomic<braidComm_t> blocked_comm{nullptr};
+  std::atomic<bool> returned{false};
+  std::atomic<int64_t> aborted_ns{0}, returned_ns{0};
+  braidResult_t abort_rc = braidInternalError, rc = braidSuccess, later_rc = braidSuccess;
+  braidResult_t async_rc = braidInternalError, async = braidSuccess;
+  std::string message;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    if (rank == 0) {
+      std::vector<float> data(1024, 1.0f);
+      blocked_comm = comm;
+      rc = braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comm, nullptr);
+      returned_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+      message = braidGetLastError(comm);
+      async_rc = braidCommGetAsyncError(comm, &async);
+      // Later calls fail at once.
+      later_rc = braidAllReduce(data.data(), data.data(), 4, braidFloat32, braidSum, comm, nullptr);
+      returned = true;
+      return "";
+    }
+    while (blocked_comm.load() == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    aborted_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    abort_rc = braidCommAbort(blocked_comm.load());
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!returned && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return returned ? "" : "rank 0 was still blocked 20 s after the abort";
   });
-  REQUIRE(braid::testing::Failures(results).empty());
-  // Rank 0 enters an allreduce that rank 1 never joins; another thread aborts it.
-  std::vector<float> data(1024, 1.0f);
-  std::atomic<braidResult_t> rc{braidSuccess};
-  std::atomic<int64_t> returned_ns{0};
-  std::thread blocked([&] {
-    rc = braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comms[0], nullptr);
-    returned_ns = std::chrono::steady_clock::now().time_since_epoch().count();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const int64_t aborted_ns = std::chrono::steady_clock::now().time_since_epoch().count();
-  CHECK(braidCommAbort(comms[0]) == braidSuccess);
-  blocked.join();
-  CHECK(rc.load() == braidAborted);
-  CHECK((returned_ns.load() - aborted_ns) / 1e9 < 1.0);
-  CHECK(Contains(braidGetLastError(comms[0]), "abort"));
-  braidResult_t async = braidSuccess;
-  CHECK(braidCommGetAsyncError(comms[0], &async) == braidSuccess);
+  // Both communicators were then destroyed by the fixture, which reports a failed destroy.
+  BRAID_CHECK_RANKS(results);
+  CHECK(abort_rc == braidSuccess);
+  CHECK(rc == braidAborted);
+  CHECK((returned_ns.load() - aborted_ns.load()) / 1e9 < 1.0);
+  CHECK(Contains(message.c_str(), "abort"));
+  CHECK(async_rc == braidSuccess);
   CHECK(async == braidAborted);
-  // Later calls fail at once.
-  CHECK(braidAllReduce(data.data(), data.data(), 4, braidFloat32, braidSum, comms[0], nullptr) == braidAborted);
-  CHECK(braidCommDestroy(comms[0]) == braidSuccess);
-  CHECK(braidCommDestroy(comms[1]) == braidSuccess);
+  CHECK(later_rc == braidAborted);
 }
 
 TEST_CASE("env:// init in separate processes, rank 0 hosting the store", "[capi][env]") {

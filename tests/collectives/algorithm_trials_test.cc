@@ -19,7 +19,7 @@
 #include "algorithms/algorithm_trials.h"
 #include "bindings/c/braid.h"
 #include "core/base/logging.h"
-#include "tests/harness/multi_rank.h"
+#include "tests/harness/communicator.h"
 
 namespace braid::testing {
 namespace {
@@ -71,14 +71,15 @@ constexpr int kBroadcastRoot = 1;
 constexpr int kReduceRoot = 2;
 int64_t RootInput(int call, size_t i) { return Input(kBroadcastRoot, call, i); }
 
-std::string TrialRank(int rank, int size, const braidUniqueId& id, const std::string& log_dir) {
+// Before the rank's communicator exists: its process logs INFO lines to a file of its own.
+std::string LogToDirectory(const std::string& log_dir) {
   setenv("BRAID_DEBUG", "INFO", 1);
   setenv("BRAID_DEBUG_FILE", (log_dir + "/rank-%p.log").c_str(), 1);
   ReloadLogSettings();
-  braidComm_t comm = nullptr;
-  if (braidCommInitRank(&comm, size, id, rank) != braidSuccess) {
-    return std::string("init: ") + braidGetLastError(nullptr);
-  }
+  return "";
+}
+
+std::string TrialRank(braidComm_t comm, int rank) {
   std::string failure;
   for (int call = 0; call < kCalls && failure.empty(); ++call) {
     std::vector<float> broadcast(kCount, -1.0f);
@@ -106,7 +107,6 @@ std::string TrialRank(int rank, int size, const braidUniqueId& id, const std::st
     }
     if (failure.empty()) failure = Mismatch("allreduce", call, allreduce_out, SumOfInputs);
   }
-  braidCommDestroy(comm);
   return failure;
 }
 
@@ -164,10 +164,13 @@ TEST_CASE("trials: every call is right, every rank runs the same rounds and sett
           "[trials]") {
   const std::string dir = LogDirectory();
   REQUIRE(system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
-  braidUniqueId id;
-  REQUIRE(braidGetUniqueId(&id) == braidSuccess);
-  const auto results = RunProcesses(
-      kRanks, [&](int rank, int size) { return TrialRank(rank, size, id, dir); }, 300000);
+  CommJob job;
+  job.size = kRanks;
+  job.ranks = Ranks::kProcesses;
+  job.timeout_ms = 300000;
+  job.before_init = [&](int, int) { return LogToDirectory(dir); };
+  const auto results =
+      RunComms(job, [&](braidComm_t comm, int rank, int) { return TrialRank(comm, rank); });
   INFO(Failures(results));
   REQUIRE(Failures(results).empty());
 

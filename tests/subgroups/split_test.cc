@@ -25,7 +25,6 @@ using braid::testing::Failures;
 using braid::testing::NewId;
 using braid::testing::Ranks;
 using braid::testing::RunComms;
-using braid::testing::RunThreads;
 
 struct SplitRule {
   std::function<int(int rank, int size)> color;
@@ -79,20 +78,8 @@ std::string CheckChild(braidComm_t child, const std::vector<int>& members, int p
   return "";
 }
 
-// Makes the parent communicator for a thread- or process-rank from a shared id.
+// The fixture's job for a parent of `size` ranks.
 // `transports`: BRAID_TRANSPORTS for the parent (and its children), nullptr = environment's.
-std::string InitParent(const braidUniqueId& id, int rank, int size, braidComm_t* comm,
-                       const char* transports = nullptr) {
-  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-  config.timeoutMs = 60000;
-  config.transports = transports;
-  if (braidCommInitRankConfig(comm, size, id, rank, &config) != braidSuccess) {
-    return Error("init", nullptr);
-  }
-  return "";
-}
-
-// The fixture's job for a parent of `size` ranks (InitParent's config).
 CommJob ParentJob(int size, Ranks ranks = Ranks::kThreads, const char* transports = nullptr) {
   CommJob job;
   job.size = size;
@@ -226,13 +213,13 @@ TEST_CASE("sibling communicators run collectives concurrently from threads", "[s
   CHECK(Failures(results).empty());
 }
 
-// Destroys the parent itself, mid-body: plain rank threads rather than the fixture.
+// Destroys the parent itself, mid-body (the job's body_destroys).
 TEST_CASE("a child outlives its parent and a parent outlives its child", "[split][lifetime]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(4, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, first = nullptr, second = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  CommJob job = ParentJob(4);
+  job.body_destroys = true;
+  auto results = RunComms(job, [&](braidComm_t parent, int rank, int n) -> std::string {
+    braidComm_t first = nullptr, second = nullptr;
+    std::string failure;
     if (braidCommSplit(parent, rank % 2, rank, &first, nullptr) != braidSuccess) return Error("split", parent);
     if (braidCommDestroy(first) != braidSuccess) return Error("destroy child", first);
     // The parent goes on after its child is gone...
@@ -277,6 +264,7 @@ TEST_CASE("ranks {0,2} reduce and gather while ranks {1,3} do something else", "
   CHECK(Failures(results).empty());
 }
 
+// The subset's own init is what this checks, so ranks 1 and 3 make it themselves.
 TEST_CASE("a communicator over a subset made directly from a fresh unique id", "[split][subset]") {
   braidUniqueId subset_id = NewId();
   auto results = RunComms(ParentJob(4), [&](braidComm_t world, int rank, int) -> std::string {
@@ -338,13 +326,13 @@ TEST_CASE("splitShare: every split rule at 4 and 8 ranks, parent interleaved", "
   CHECK(Failures(results).empty());
 }
 
-// Destroys the parent itself, mid-body: plain rank threads rather than the fixture.
+// Destroys the parent itself, mid-body (the job's body_destroys).
 TEST_CASE("splitShare: nested splits share the root's links; lifetimes are independent", "[split][share]") {
-  braidUniqueId id = NewId();
-  auto results = RunThreads(8, [&](int rank, int n) -> std::string {
-    braidComm_t parent = nullptr, half = nullptr, quarter = nullptr;
-    std::string failure = InitParent(id, rank, n, &parent);
-    if (!failure.empty()) return failure;
+  CommJob job = ParentJob(8);
+  job.body_destroys = true;
+  auto results = RunComms(job, [&](braidComm_t parent, int rank, int n) -> std::string {
+    braidComm_t half = nullptr, quarter = nullptr;
+    std::string failure;
     braidConfig_t share = ChildConfig(1);
     if (braidCommSplit(parent, rank / 4, rank, &half, &share) != braidSuccess) return Error("split 1", parent);
     int half_rank = -1;
