@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -27,8 +28,12 @@ using braid::testing::Failures;
 
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// Rank `late` joins the first allreduce only; the others enter a second one and time out.
-std::string RunWithLateRank(braidComm_t comm, int rank, int late, bool freeze) {
+// Rank `late` joins the first allreduce only; the others enter a second one and time out. A rank
+// that timed out keeps its communicator (it goes when the body returns) until every waiting rank
+// has timed out: the other one's diagnosis may still ask it where it is. `waiting` counts the
+// waiting ranks that are done.
+std::string RunWithLateRank(braidComm_t comm, int rank, int size, int late, bool freeze,
+                            std::atomic<int>* waiting) {
   float x = 1;
   if (braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr) != braidSuccess) {
     return std::string("first allreduce: ") + braidGetLastError(comm);
@@ -40,6 +45,11 @@ std::string RunWithLateRank(braidComm_t comm, int rank, int late, bool freeze) {
   }
   braidResult_t rc = braidAllReduce(&x, &x, 1, braidFloat32, braidSum, comm, nullptr);
   std::string message = braidGetLastError(comm);
+  ++*waiting;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waiting->load() < size - 1 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (rc != braidTimeout) return "expected braidTimeout, got " + std::to_string(rc) + ": " + message;
   return "MESSAGE:" + message;
 }
@@ -50,8 +60,9 @@ TEST_CASE("a timed-out allreduce names the idle rank and its last collective", "
   braid::testing::CommJob job;
   job.size = 3;
   job.config.timeoutMs = 1500;
-  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) {
-    return RunWithLateRank(comm, rank, 2, false);
+  std::atomic<int> waiting{0};
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int size) {
+    return RunWithLateRank(comm, rank, size, 2, false, &waiting);
   });
   CHECK(results[2].empty());
   for (int rank : {0, 1}) {
