@@ -28,10 +28,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "algorithms/cost_model.h"
 #include "algorithms/operation_context.h"
+#include "algorithms/reduce_sink.h"
 #include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
@@ -77,16 +79,16 @@ class Exchanger {
                 peer);
   }
 
-  // Exchange, but where the connection reduces on receive the message is combined with
-  // `reduce->own` into `reduced_into` as it lands (one pass less, overlapping the transfer) and
-  // *done is set; otherwise it lands in `recv` for the caller to reduce.
+  // Exchange, but where the connection lands messages in place the message is reduced with `own`
+  // into `reduced_into` as it lands (ReduceSink, lower rank first when `message_first`: one pass
+  // less, overlapping the transfer) and *done is set; otherwise it lands in `recv` for the
+  // caller to reduce.
   Status ExchangeReducing(int peer, const void* send, size_t send_bytes, void* recv,
-                          size_t recv_bytes, uint64_t index,
-                          const transport::ReduceOnReceive* reduce, void* reduced_into = nullptr,
-                          bool* done = nullptr) {
+                          size_t recv_bytes, uint64_t index, const void* own, bool message_first,
+                          void* reduced_into, bool* done) {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
-    const bool reducing = reduce != nullptr && connection->ReducesOnReceive();
-    if (done != nullptr) *done = reducing;
+    const bool reducing = connection->LandsInPlace();
+    *done = reducing;
     transport::RequestPtr recv_request, send_request;
     const uint64_t tag = MessageTag(ctx_.sequence, index);
     // The send is posted first: both partners wait for each other's message, so the time a rank
@@ -96,9 +98,16 @@ class Exchanger {
     // receive is posted, so the order changes nothing on the wire.
     if (send_bytes > 0) send_request = connection->PostSend(send, send_bytes, tag);
     if (recv_bytes > 0) {
-      recv_request = reducing
-                         ? connection->PostRecvReduce(reduced_into, recv_bytes, tag, *reduce)
-                         : connection->PostRecv(recv, recv_bytes, tag);
+      if (reducing) {
+        // One sink per call, reused step after step: each step's receive has completed before
+        // the next is posted. Shared with the connection, which keeps it while it may call it
+        // (a failed step can leave its receive pending after this call returns).
+        if (sink_ == nullptr) sink_ = std::make_shared<ReduceSink>();
+        sink_->Reset(reduced_into, own, type_, op_, message_first);
+        recv_request = connection->PostRecvInto(recv_bytes, tag, sink_);
+      } else {
+        recv_request = connection->PostRecv(recv, recv_bytes, tag);
+      }
     }
     if (recv_request) {
       Status status = recv_request->Wait(ctx_.deadline);
@@ -126,6 +135,7 @@ class Exchanger {
   DataType type_;
   ReduceOp op_;
   const char* algorithm_;
+  std::shared_ptr<ReduceSink> sink_;  // ExchangeReducing's, made on first use
 };
 
 // The shared frame of both algorithms: fold, `core` on the p remaining ranks, unfold.
@@ -213,15 +223,14 @@ Status RecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx, const voi
           const size_t keep = offset(keep_hi) - offset(keep_lo);
           char* target = out + offset(keep_lo) * elem;
           const char* mine = cur + offset(keep_lo) * elem;
-          // The lower rank's data first, so both partners round alike. Reducing on receive
+          // The lower rank's data first, so both partners round alike. Reducing as it lands
           // writes target while our send reads the other half of cur: the halves are disjoint,
           // and in place target is exactly mine.
-          const transport::ReduceOnReceive reduce{mine, type, op, partner < me};
           bool reduced = false;
           BRAID_RETURN_IF_ERROR(exchanger.ExchangeReducing(
               folding.RealRank(partner), cur + offset(send_lo) * elem,
-              (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step, &reduce, target,
-              &reduced));
+              (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step, mine,
+              partner < me, target, &reduced));
           if (!reduced && partner < me) kernels::ReduceInto(type, op, target, tmp, mine, keep);
           if (!reduced && partner > me) kernels::ReduceInto(type, op, target, mine, tmp, keep);
           cur = out;
@@ -278,8 +287,8 @@ double RecursiveDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes
 }
 
 // 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it; the
-// halving steps reduce on receive where the link does (rd cannot: its send reads the buffer the
-// reduction would write).
+// halving steps reduce as the message lands where the link lands it in place (rd cannot: its
+// send reads the buffer the reduction would write).
 double RecursiveHalvingDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);

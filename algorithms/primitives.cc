@@ -1,6 +1,7 @@
 #include "algorithms/primitives.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "algorithms/operation_context.h"
@@ -90,9 +91,9 @@ void Primitives::Issue(Op op) {
     const bool reducing = op.move == Move::kRecvReduceSend ||
                           op.move == Move::kRecvReduceCopySend || op.move == Move::kRecvReduce;
     // A partial result that is forwarded stays in a slot until its send completes; everything
-    // else a reducing move needs a slot for is the message itself, which a connection that
-    // reduces on receive never stores.
-    op.reduced = reducing && prev_->ReducesOnReceive();
+    // else a reducing move needs a slot for is the message itself, which a reduction as it
+    // lands never stores.
+    op.reduced = reducing && prev_->LandsInPlace();
     if (reducing && (!op.reduced || op.move == Move::kRecvReduceSend)) {
       Result<int> slot = AcquireSlot();
       if (!slot.ok()) {
@@ -105,11 +106,13 @@ void Primitives::Issue(Op op) {
     op.message = recv_messages_++;
     const uint64_t tag = MessageTag(ctx_.sequence, op.message);
     if (op.reduced) {
+      if (sinks_ == nullptr) sinks_ = std::make_shared<std::array<ReduceSink, kWindow>>();
+      ReduceSink* sink = &(*sinks_)[op.message % kWindow];
       // The operand orders are those of the ReduceInto calls in Run(), so results do not depend
       // on the transport.
-      transport::ReduceOnReceive reduce{op.src, args_.type, args_.op,
-                                        op.move == Move::kRecvReduceSend};
-      op.recv = prev_->PostRecvReduce(target, op.count * elem_, tag, reduce);
+      sink->Reset(target, op.src, args_.type, args_.op, op.move == Move::kRecvReduceSend);
+      op.recv = prev_->PostRecvInto(op.count * elem_, tag,
+                                    std::shared_ptr<transport::LandingSink>(sinks_, sink));
     } else {
       op.recv = prev_->PostRecv(target, op.count * elem_, tag);
     }

@@ -36,12 +36,12 @@
 // transport may write dst as soon as the move is *called*, before earlier queued moves have run:
 // the caller must not need dst's old contents in any earlier move (each algorithm says why that
 // holds for it). The reducing moves receive into scratch slots and write dst only when they run;
-// over a connection that reduces on receive (Connection::ReducesOnReceive, shared memory) they
-// instead post a PostRecvReduce that combines the message with `own` as it lands, into dst
-// (RecvReduce, RecvReduceCopySend: one pass less, and the reduction overlaps the transfer) or
-// into the slot (RecvReduceSend). Then dst is written early like Recv's, and `own` is read
-// early: the same rule holds for both, and every algorithm here reads only its input (never
-// written) or a region no earlier move touches as `own`.
+// over a connection that lands messages in place (Connection::LandsInPlace, shared memory) they
+// instead post a PostRecvInto whose ReduceSink (algorithms/reduce_sink.h) combines each piece
+// with `own` where it landed, into dst (RecvReduce, RecvReduceCopySend: one pass less, and the
+// reduction overlaps the transfer) or into the slot (RecvReduceSend). Then dst is written early
+// like Recv's, and `own` is read early: the same rule holds for both, and every algorithm here
+// reads only its input (never written) or a region no earlier move touches as `own`.
 // RecvReduceCopySend and RecvReduce produce complete reductions; for ReduceOp::kAvg they divide
 // that result by ctx.size right there (kernels::DivideInPlace), so every element is divided once,
 // before anyone forwards it.
@@ -54,6 +54,7 @@
 // Thread safety: one Primitives belongs to one collective on one thread.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
+#include "algorithms/reduce_sink.h"
 #include "core/base/status.h"
 #include "transport/connection.h"
 
@@ -194,7 +196,7 @@ class Primitives {
     int slot;          // scratch slot of a reducing move's receive, else -1
     uint64_t message;  // number of its receive
     transport::RequestPtr recv;
-    bool reduced = false;  // the connection reduces as the message lands (PostRecvReduce)
+    bool reduced = false;  // reduced as it lands (PostRecvInto with a ReduceSink)
   };
   struct PendingSend {
     transport::RequestPtr request;
@@ -233,6 +235,12 @@ class Primitives {
   char* slots_ = nullptr;  // kSlots * chunk_elems_ elements of ctx.scratch, taken on first use
   PendingSend slot_sends_[kSlots];
   size_t next_slot_ = 0;
+
+  // The sinks of in-place reducing receives, made on first use: message m's is m % kWindow,
+  // free again by then (at most kWindow - 1 receives are pending when one is posted, and moves
+  // run in message order). Shared with the connection, which holds a sink until it calls it no
+  // more: a failed collective may leave receives pending after this object is gone.
+  std::shared_ptr<std::array<ReduceSink, kWindow>> sinks_;
 };
 
 }  // namespace braid::algorithms

@@ -1,6 +1,8 @@
 #include "transport/connection.h"
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -78,10 +80,68 @@ Status Connection::SendRecv(const void* send, size_t send_bytes, void* recv, siz
   return Status::Ok();
 }
 
-RequestPtr Connection::PostRecvReduce(void*, size_t, uint64_t, const ReduceOnReceive&) {
-  auto request = std::make_shared<Request>();
-  request->Complete(Status::Internal("the connection to rank " + std::to_string(peer()) +
-                                     " cannot reduce on receive (check ReducesOnReceive first)"));
+namespace {
+
+// The default PostRecvInto: the message is received whole into a staging buffer by a plain
+// PostRecv (the inner request), and handed to the sink by whichever thread first finds the inner
+// request complete through the outer request's Test() or Wait(). The outer request is driven by
+// this object, so no thread of the transport ever calls the sink.
+class StagedLanding : public RequestDriver {
+ public:
+  StagedLanding(size_t bytes, std::shared_ptr<LandingSink> sink)
+      : staging_(bytes > 0 ? new char[bytes] : nullptr), bytes_(bytes), sink_(std::move(sink)) {}
+  StagedLanding(const StagedLanding&) = delete;
+  StagedLanding& operator=(const StagedLanding&) = delete;
+  ~StagedLanding() override {
+    // Dropped while its receive is still pending (only after a failure: an algorithm that gave
+    // up on a collective drops its requests before the communicator breaks the links): the
+    // transport may still write into the staging buffer until then, so it is let go of rather
+    // than freed. One buffer per receive abandoned on a broken link.
+    if (inner_ != nullptr && !inner_->IsDone()) (void)staging_.release();
+  }
+
+  // Posts the inner receive; `outer` is the request this driver completes (it owns this object).
+  void Start(Connection& connection, uint64_t tag, Request* outer) {
+    outer_ = outer;
+    inner_ = connection.PostRecv(staging_.get(), bytes_, tag);
+  }
+
+  void Progress() override {
+    if (inner_->Test()) Finish(inner_->status());
+  }
+
+  Status Wait(const Request& request, Deadline deadline) override {
+    Status status = inner_->Wait(deadline);
+    if (!inner_->IsDone()) return status;  // timed out: both stay pending
+    Finish(inner_->status());
+    // Another thread may have claimed the hand-over and be running the sink.
+    while (!request.IsDone()) std::this_thread::yield();
+    return request.status().ok() ? Status::Ok() : request.status();
+  }
+
+ private:
+  // Hands the message over (if it arrived) and completes the outer request, once.
+  void Finish(const Status& status) {
+    if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    if (status.ok() && bytes_ > 0) sink_->Land(0, staging_.get(), bytes_);
+    sink_.reset();  // the sink is called no more
+    outer_->Complete(status.ok() ? Status::Ok() : status);
+  }
+
+  std::unique_ptr<char[]> staging_;
+  const size_t bytes_;
+  std::shared_ptr<LandingSink> sink_;  // only the claiming thread touches it after Start
+  Request* outer_ = nullptr;
+  RequestPtr inner_;
+  std::atomic<bool> claimed_{false};
+};
+
+}  // namespace
+
+RequestPtr Connection::PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) {
+  auto landing = std::make_shared<StagedLanding>(bytes, std::move(sink));
+  auto request = std::make_shared<Request>(landing);
+  landing->Start(*this, tag, request.get());
   return request;
 }
 

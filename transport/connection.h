@@ -12,6 +12,9 @@
 // - A lost peer fails every pending and future request with Code::kRemoteError naming the peer.
 // - Thread safety: posting from several threads at once is allowed; completion may be observed
 //   from any thread.
+// - A connection moves bytes only: it knows no datatype, reduction or collective. A consumer
+//   that wants to work on a message where it landed (a reduction straight out of a shared-memory
+//   ring) posts PostRecvInto with a LandingSink of its own layer (algorithms/reduce_sink.h).
 #pragma once
 
 #include <atomic>
@@ -22,23 +25,36 @@
 #include <mutex>
 #include <optional>
 
-#include "core/base/datatype.h"
 #include "core/base/deadline.h"
 #include "core/base/status.h"
 
 namespace braid::transport {
 
-// A reduction a connection applies while a message lands (Connection::PostRecvReduce): element i
-// of the destination becomes own[i] op message[i], or message[i] op own[i] when
-// `message_first` (algorithms fix the operand order so every rank rounds alike; max/min of
-// signed zeros depend on it). `own` must stay valid and unchanged until the receive completes;
-// it may be exactly the destination (in place), not partly overlap it. kAvg reduces as kSum
-// (the caller divides once, as with kernels::ReduceInto).
-struct ReduceOnReceive {
-  const void* own = nullptr;
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  bool message_first = false;
+// What a receive posted with Connection::PostRecvInto hands its message to, piece by piece, as
+// the pieces land in the transport's own memory (a shared-memory ring, a peer's buffer, a
+// staging buffer). Why: an algorithm that combines a message with its own data (a reduction)
+// would otherwise receive it into scratch and then read it again; reading it where it landed
+// saves that pass and overlaps the work with the transfer, as NCCL's primitives read straight
+// from a peer's FIFO. The consumer's work belongs to the layer above (algorithms reduce,
+// later on a device), so the transport only says where the bytes are.
+//
+// Contract of Land(offset, data, length), for one message of `bytes` bytes:
+// - Pieces come in message order and tile it exactly: the first at offset 0, each next one at
+//   the previous offset + length, the lengths summing to `bytes`; every byte is handed over
+//   exactly once. length > 0 always (a 0-byte message calls nothing). Pieces may have any
+//   length: a consumer of multi-byte elements must carry a split element to the next piece
+//   (algorithms/reduce_sink.h does).
+// - `data` is valid for reading only during the call, and only [data, data + length).
+// - Called on whichever thread makes the connection progress (the poster, a waiter, a tester, a
+//   transport's own thread), at most one call at a time per receive, every call before the
+//   receive's request completes (so its writes are visible to whoever sees the request done)
+//   and none after. It must not block and must not call into this connection (the transport
+//   may hold its receive lock).
+// - A receive that fails (mismatch, lost link, abort) may have handed over some pieces or none.
+class LandingSink {
+ public:
+  virtual ~LandingSink() = default;
+  virtual void Land(size_t offset, const void* data, size_t length) = 0;
 };
 
 class Request;
@@ -116,23 +132,31 @@ class Connection {
   // Fails every pending request with `reason` and releases the link. Idempotent.
   virtual void Close(const Status& reason) = 0;
 
-  // Whether PostRecvReduce is available. Why it exists: receiving into scratch and reducing
-  // afterwards reads and writes every byte once more than reducing straight out of the
-  // transport's own buffer (the shared-memory ring) as pieces land, and cannot start reducing
-  // before the whole message is in. Algorithms use it where offered and fall back otherwise.
-  virtual bool ReducesOnReceive() const { return false; }
-  // As PostRecv, but the message is combined with `reduce.own` into `data` (see
-  // ReduceOnReceive); `bytes` is a whole number of elements. Where !ReducesOnReceive() the
-  // request fails with kInternalError.
-  virtual RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                                    const ReduceOnReceive& reduce);
+  // Whether PostRecvInto hands over pieces where they landed in the transport's own memory
+  // (shared memory: ring pieces and the peer's buffer) rather than staging the whole message
+  // first. Algorithms consume in place where this is true and otherwise receive into their own
+  // scratch and work from there, which is cheaper than the default PostRecvInto's staging.
+  virtual bool LandsInPlace() const { return false; }
+  // Receives the next message, which must carry `tag` and `bytes` bytes (as PostRecv), handing
+  // it to `sink` (see LandingSink) instead of copying it into a buffer of the caller's.
+  // - Blocking: never, as PostRecv; pieces may be handed over during this call already.
+  // - Ownership: the connection holds `sink` until it will call it no more (the request is done,
+  //   or the link is closed); a failed collective may leave the request pending until the
+  //   communicator breaks its links, so the sink must not live on a caller's stack.
+  // - Ordering, tags, mismatches and errors: as PostRecv (a refused message hands nothing over).
+  // This default, for transports without landed memory to show (tcp), receives the message whole
+  // into a staging buffer with PostRecv and hands it over in one piece when the receive is tested
+  // or waited on and found complete.
+  virtual RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink);
 
   // Which half of a SendRecv failed.
   enum class Half { kSend, kReceive };
   // Sends `send_bytes` from `send` and receives `recv_bytes` into `recv` from the peer, both as
   // message `tag`, and returns once both completed or one failed (then `*failed` says which);
   // a zero-byte half is skipped. The same contract as posting the send, then the receive, and
-  // waiting for both, which is what this default does.
+  // waiting for both, which is what this default does. It moves bytes only: the caller reduces
+  // afterwards (recursive doubling's exchange) -- a small message is one copy out of the ring
+  // either way, so there is nothing to gain from consuming it in place.
   // Why a call of its own: one such exchange is the whole of a small allreduce's step, and a
   // transport can do it without requests (shm: a line into the ring, then a spin on the
   // incoming ring). On shm that took the exchange of a 2-rank 8-byte allreduce from ~770

@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace braid::transport {
 namespace {
@@ -43,10 +44,10 @@ RequestPtr DroppingConnection::PostRecv(void* data, size_t bytes, uint64_t tag) 
   return inner_->PostRecv(data, bytes, tag);
 }
 
-RequestPtr DroppingConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                                              const ReduceOnReceive& reduce) {
+RequestPtr DroppingConnection::PostRecvInto(size_t bytes, uint64_t tag,
+                                            std::shared_ptr<LandingSink> sink) {
   MaybeDrop();
-  return inner_->PostRecvReduce(data, bytes, tag, reduce);
+  return inner_->PostRecvInto(bytes, tag, std::move(sink));
 }
 
 Status DroppingConnection::SendRecv(const void* send, size_t send_bytes, void* recv,

@@ -3,9 +3,9 @@
 // The communicator passes every new Connection through the process-wide decorator, if one is set.
 // DroppingConnection is the decorator the fault tests use: after a given number of posts it
 // closes the underlying link as if the network had dropped it, so both ends see a lost peer.
-// It forwards every Connection method to the link it wraps (shm's SendRecv, PostRecvReduce and
-// ReducesOnReceive included), so fault tests run the production data paths, not the defaults;
-// a wrapper that hid one would test code that production never runs.
+// It forwards every Connection method to the link it wraps (shm's SendRecv, PostRecvInto and
+// LandsInPlace included), so fault tests run the production data paths, not the defaults; a
+// wrapper that hid one would test code that production never runs.
 #pragma once
 
 #include <atomic>
@@ -34,10 +34,9 @@ class DroppingConnection : public Connection {
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
   void Close(const Status& reason) override { inner_->Close(reason); }
-  bool ReducesOnReceive() const override { return inner_->ReducesOnReceive(); }
+  bool LandsInPlace() const override { return inner_->LandsInPlace(); }
   // A post, counted as PostRecv is.
-  RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                            const ReduceOnReceive& reduce) override;
+  RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) override;
   // Counts one post per non-empty half, as the default SendRecv's PostSend and PostRecv did.
   Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                   uint64_t tag, Deadline deadline, Half* failed) override;

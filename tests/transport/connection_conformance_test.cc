@@ -1,7 +1,8 @@
 // The Connection contract (transport/connection.h, transport/transport.h), checked the same way
 // over every transport the registry builds: ordering, message sizes from 0 bytes to 16 MiB, the
 // whole 64-bit tag range and tag/size mismatches, Abort waking every waiter, Close, a peer that
-// goes away, deadlines, and progress while every rank waits on its receive first.
+// goes away, deadlines, progress while every rank waits on its receive first, Probe, and
+// PostRecvInto's hand-over of landed pieces (in order, each byte once, nothing after the end).
 //
 // The transports come from transport::TransportFactories() (transport/registry.cc): a transport
 // registered there with a factory is tested here without a line of test code. One whose factory
@@ -183,6 +184,68 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// A LandingSink that checks the contract of transport/connection.h as pieces come (each starts
+// where the previous ended, none is empty or runs past the message, no two calls overlap, none
+// comes after the test saw the receive complete) and keeps the bytes for the pattern check.
+class RecordingSink : public LandingSink {
+ public:
+  explicit RecordingSink(size_t bytes) : bytes_(bytes), got_(bytes, 0xEE) {}
+
+  void Land(size_t offset, const void* data, size_t length) override {
+    if (in_call_.exchange(true)) Note("two calls at once");
+    if (done_.load()) Note("a piece after the receive completed");
+    if (length == 0) Note("an empty piece at " + std::to_string(offset));
+    if (offset != next_) {
+      Note("a piece at " + std::to_string(offset) + " where " + std::to_string(next_) +
+           " was next");
+    } else if (length > bytes_ - offset) {
+      Note("a piece of " + std::to_string(length) + " at " + std::to_string(offset) +
+           " runs past the " + std::to_string(bytes_) + "-byte message");
+    } else {
+      std::memcpy(got_.data() + offset, data, length);
+      next_ += length;
+      ++pieces_;
+    }
+    in_call_.store(false);
+  }
+
+  // Once the receive completed OK: "" if the sink saw the whole message (then in bytes()), else
+  // what went wrong. Later calls count as errors.
+  std::string Verdict() {
+    done_.store(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) return error_;
+    if (next_ != bytes_) {
+      return "the sink saw " + std::to_string(next_) + " of " + std::to_string(bytes_) + " bytes";
+    }
+    return "";
+  }
+  // Once the receive failed: "" if nothing was handed over.
+  std::string NothingHanded() {
+    done_.store(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) return error_;
+    return pieces_ == 0 ? "" : std::to_string(pieces_) + " pieces handed over";
+  }
+  const std::vector<uint8_t>& bytes() const { return got_; }
+  size_t pieces() const { return pieces_; }
+
+ private:
+  void Note(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_.empty()) error_ = what;
+  }
+
+  const size_t bytes_;
+  std::vector<uint8_t> got_;
+  size_t next_ = 0;
+  size_t pieces_ = 0;
+  std::atomic<bool> in_call_{false};
+  std::atomic<bool> done_{false};
+  std::mutex mutex_;  // guards error_
+  std::string error_;
+};
+
 }  // namespace
 
 TEST_CASE("conformance: messages of every size arrive intact between every pair",
@@ -333,6 +396,158 @@ TEST_CASE("conformance: a tag or size mismatch fails the receive, naming both an
   REQUIRE(recv->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
   CHECK(CheckPattern(next_buf, 0, 1) == "");
   CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("conformance: PostRecvInto hands every byte over once, in order, at every size, "
+          "matched in order with plain receives",
+          "[conformance][landing]") {
+  CONFORMANCE_MESH(mesh, 3);
+  // The shm fast paths of the reducing algorithms rest on this: losing it is a slowdown that no
+  // other test sees.
+  if (subject.name == "shm") CHECK(mesh(0, 1).LandsInPlace());
+  const std::vector<size_t> sizes = {0,     1,         7,         63,        64,
+                                     65,    4095,      4097,      65537,     (1 << 20) + 3,
+                                     (16 << 20) + 3};
+  auto results = OnRanks(mesh, [&](int r, int n) -> std::string {
+    struct Posted {
+      int peer;
+      size_t bytes;
+      RequestPtr request;
+      std::shared_ptr<RecordingSink> sink;  // null: a plain PostRecv into `buffer`
+      std::vector<uint8_t> buffer;
+    };
+    std::vector<Posted> recvs;
+    std::vector<std::vector<uint8_t>> out;
+    std::vector<RequestPtr> sends;
+    recvs.reserve(n * sizes.size());
+    out.reserve(n * sizes.size());
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        // Every third receive is a plain one, so both kinds share one ordered stream; the tag
+        // carries the index and a high bit, so a reordered message fails its match.
+        const uint64_t tag = (uint64_t{1} << 63) | (k * 1000 + p);
+        Posted posted{p, sizes[k], nullptr, nullptr, {}};
+        if (k % 3 == 1) {
+          posted.buffer.assign(sizes[k], 0xEE);
+          posted.request = mesh(r, p).PostRecv(posted.buffer.data(), sizes[k], tag);
+        } else {
+          posted.sink = std::make_shared<RecordingSink>(sizes[k]);
+          posted.request = mesh(r, p).PostRecvInto(sizes[k], tag, posted.sink);
+        }
+        recvs.push_back(std::move(posted));
+        out.push_back(Pattern(sizes[k], r, p));
+        sends.push_back(mesh(r, p).PostSend(out.back().data(), sizes[k],
+                                            (uint64_t{1} << 63) | (k * 1000 + r)));
+      }
+    }
+    for (Posted& posted : recvs) {
+      const std::string what = "message of " + std::to_string(posted.bytes) + " bytes from rank " +
+                               std::to_string(posted.peer) + ": ";
+      Status st = posted.request->Wait(Deadline::AfterMs(kTestTimeoutMs));
+      if (!st.ok()) return what + st.ToString();
+      if (posted.sink != nullptr) {
+        std::string verdict = posted.sink->Verdict();
+        if (!verdict.empty()) return what + verdict;
+        if (posted.bytes == 0 && posted.sink->pieces() != 0) return what + "pieces for 0 bytes";
+        std::string bad = CheckPattern(posted.sink->bytes(), posted.peer, r);
+        if (!bad.empty()) return what + bad;
+      } else {
+        std::string bad = CheckPattern(posted.buffer, posted.peer, r);
+        if (!bad.empty()) return what + bad;
+      }
+    }
+    for (auto& s : sends) {
+      Status st = s->Wait(Deadline::AfterMs(kTestTimeoutMs));
+      if (!st.ok()) return "send: " + st.ToString();
+    }
+    return "";
+  });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+TEST_CASE("conformance: PostRecvInto posted before the message completes for a waiter on "
+          "another thread, and the connection lets go of the sink",
+          "[conformance][landing]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const size_t bytes = GENERATE(size_t{8}, size_t{100000}, (size_t{4} << 20) + 1);
+  CAPTURE(bytes);
+  std::vector<uint8_t> data = Pattern(bytes, 0, 1);
+  auto sink = std::make_shared<RecordingSink>(bytes);
+  RequestPtr recv = mesh(1, 0).PostRecvInto(bytes, 21, sink);
+  Status waited = Status::Internal("not run");
+  std::thread waiter([&] { waited = recv->Wait(Deadline::AfterMs(kTestTimeoutMs)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  RequestPtr send = mesh(0, 1).PostSend(data.data(), data.size(), 21);
+  Status sent = send->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  waiter.join();
+  CHECK(sent.ok());
+  REQUIRE(waited.ok());
+  CHECK(sink->Verdict() == "");
+  CHECK(CheckPattern(sink->bytes(), 0, 1) == "");
+  // Done: the connection holds the sink no longer (it may go away with the caller's state).
+  CHECK(sink.use_count() == 1);
+}
+
+TEST_CASE("conformance: a PostRecvInto tag or size mismatch fails naming both, hands nothing "
+          "over, and the next message arrives intact",
+          "[conformance][landing]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const size_t bytes = GENERATE(size_t{1000}, size_t{100000});
+  const bool size_mismatch = GENERATE(false, true);
+  CAPTURE(bytes, size_mismatch);
+  std::vector<uint8_t> data = Pattern(bytes, 0, 1);
+  RequestPtr send = mesh(0, 1).PostSend(data.data(), data.size(), 4242);
+  const size_t want_bytes = size_mismatch ? bytes + 1 : bytes;
+  const uint64_t want_tag = size_mismatch ? 4242 : 4243;
+  auto refused_sink = std::make_shared<RecordingSink>(want_bytes);
+  Status st = mesh(1, 0).PostRecvInto(want_bytes, want_tag, refused_sink)
+                  ->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(st.code() == Code::kInternalError);
+  CHECK(Contains(st.message(), "rank 0"));
+  if (size_mismatch) {
+    CHECK(Contains(st.message(), std::to_string(want_bytes) + " bytes"));
+    CHECK(Contains(st.message(), std::to_string(bytes) + " bytes"));
+  } else {
+    CHECK(Contains(st.message(), "4242"));
+    CHECK(Contains(st.message(), "4243"));
+  }
+  CHECK(refused_sink->NothingHanded() == "");
+  CHECK(send->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  std::vector<uint8_t> next = Pattern(70000, 0, 1);
+  RequestPtr send_next = mesh(0, 1).PostSend(next.data(), next.size(), 8);
+  auto sink = std::make_shared<RecordingSink>(next.size());
+  REQUIRE(mesh(1, 0).PostRecvInto(next.size(), 8, sink)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(sink->Verdict() == "");
+  CHECK(CheckPattern(sink->bytes(), 0, 1) == "");
+  CHECK(send_next->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+}
+
+TEST_CASE("conformance: a pending PostRecvInto fails on Close or Abort, its sink no more called",
+          "[conformance][landing]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const bool abort = GENERATE(false, true);
+  CAPTURE(abort);
+  auto sink = std::make_shared<RecordingSink>(1 << 20);
+  RequestPtr pending = mesh(0, 1).PostRecvInto(1 << 20, 1, sink);
+  if (abort) {
+    mesh.transports[0]->Abort(Status::Aborted("aborted by the test"));
+  } else {
+    mesh(0, 1).Close(Status::Aborted("closed by the test"));
+  }
+  Status st = pending->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(st.code() == Code::kAborted);
+  CHECK(Contains(st.message(), abort ? "aborted by the test" : "closed by the test"));
+  // The peer's message, sent now, goes nowhere: the link is gone on this side.
+  std::vector<uint8_t> data = Pattern(1 << 20, 1, 0);
+  RequestPtr send = mesh(1, 0).PostSend(data.data(), data.size(), 1);
+  (void)send->Wait(Deadline::AfterMs(200));
+  CHECK(sink->NothingHanded() == "");
+  CHECK(sink.use_count() == 1);
+  // Later receives fail at once, as PostRecv's do.
+  RequestPtr later = mesh(0, 1).PostRecvInto(8, 2, std::make_shared<RecordingSink>(8));
+  CHECK(later->Wait(Deadline::AfterMs(kTestTimeoutMs)).code() == Code::kAborted);
 }
 
 // Probes `connection` until it reports a message or fails, for at most kTestTimeoutMs.

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/reduce_sink.h"
 #include "tests/transport/shm_test_util.h"
 
 namespace braid::transport::shm {
@@ -252,7 +253,7 @@ TEST_CASE("shm processes: a rank blocked elsewhere still drains its queued sends
   close(go[1]);
 }
 
-// ---- reducing on receive ----
+// ---- reducing as pieces land: the algorithms' ReduceSink over shm's PostRecvInto ----
 
 struct ReduceCase {
   DataType type;
@@ -303,7 +304,8 @@ double Element(const ReduceCase& c, const std::vector<uint8_t>& buf, size_t i) {
   return d;
 }
 
-TEST_CASE("shm processes: a reducing receive combines every piece with the receiver's data",
+TEST_CASE("shm processes: a ReduceSink on PostRecvInto combines every piece with the receiver's "
+          "data where it landed",
           "[shm][process]") {
   const bool cross_memory = GENERATE(true, false);
   INFO((cross_memory ? "process_vm_readv (through a bounce buffer)" : "ring pieces"));
@@ -311,8 +313,8 @@ TEST_CASE("shm processes: a reducing receive combines every piece with the recei
   options.cross_memory = cross_memory;
   options.cross_process_copy_bytes = 16 << 10;
   // Several ring pieces (3 MiB through a 1 MiB ring), odd byte counts for 1-byte elements, one
-  // element, and max over signed zeros, where the operand order shows: max(a, b) of +0 and -0
-  // is b (kernels/cpu/reduce.h).
+  // element, max over signed zeros, where the operand order shows: max(a, b) of +0 and -0 is b
+  // (kernels/cpu/reduce.h), and kAvg, which the sink sums (the algorithm divides once).
   const std::vector<ReduceCase> cases = {
       {DataType::kFloat32, ReduceOp::kSum, false, false, (3 << 20) + 12},
       {DataType::kFloat32, ReduceOp::kSum, true, true, (3 << 20) + 12},
@@ -321,6 +323,7 @@ TEST_CASE("shm processes: a reducing receive combines every piece with the recei
       {DataType::kFloat32, ReduceOp::kSum, false, false, 4},
       {DataType::kFloat32, ReduceOp::kMax, false, false, 4100},
       {DataType::kFloat32, ReduceOp::kMax, true, false, 4100},
+      {DataType::kFloat64, ReduceOp::kAvg, true, true, (2 << 20) + 8},  // kAvg sums (no divide)
   };
   ChildRank child = SpawnRank1(0xADD, options, [&](Connection& conn) -> std::string {
     for (size_t k = 0; k < cases.size(); ++k) {
@@ -336,13 +339,7 @@ TEST_CASE("shm processes: a reducing receive combines every piece with the recei
   auto c = transport->Connect(1, child.address, Deadline::AfterMs(kTestTimeoutMs));
   REQUIRE(c.ok());
   Connection& conn = *c.value();
-  REQUIRE(conn.ReducesOnReceive());
-  // A receive that is not a whole number of elements is refused, and the link stays usable.
-  std::vector<uint8_t> odd(6);
-  Status refused = conn.PostRecvReduce(odd.data(), 6, 99, {odd.data(), DataType::kFloat32,
-                                                            ReduceOp::kSum, false})
-                       ->Wait(Deadline::AfterMs(kTestTimeoutMs));
-  CHECK(refused.code() == Code::kInvalidArgument);
+  REQUIRE(conn.LandsInPlace());
   for (size_t k = 0; k < cases.size(); ++k) {
     const ReduceCase& rc = cases[k];
     INFO("case " << k << ": " << DataTypeName(rc.type) << " " << ReduceOpName(rc.op) << " "
@@ -351,9 +348,9 @@ TEST_CASE("shm processes: a reducing receive combines every piece with the recei
     std::vector<uint8_t> own = Fill(rc, [&](size_t i) { return OwnValue(rc, i); });
     std::vector<uint8_t> out(rc.bytes, 0xEE);
     std::vector<uint8_t>& target = rc.in_place ? own : out;
-    ReduceOnReceive reduce{own.data(), rc.type, rc.op, rc.message_first};
-    Status st = conn.PostRecvReduce(target.data(), rc.bytes, k, reduce)
-                    ->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    auto sink = std::make_shared<algorithms::ReduceSink>(target.data(), own.data(), rc.type, rc.op,
+                                                         rc.message_first);
+    Status st = conn.PostRecvInto(rc.bytes, k, sink)->Wait(Deadline::AfterMs(kTestTimeoutMs));
     REQUIRE(st.ok());
     const size_t n = rc.bytes / DataTypeSize(rc.type);
     size_t wrong = 0, first_wrong = n;

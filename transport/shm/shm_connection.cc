@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/base/logging.h"
-#include "kernels/cpu/reduce.h"
 #include "transport/shm/cross_memory.h"
 #include "transport/shm/wait.h"
 #include "transport/shm/wire.h"
@@ -24,8 +23,8 @@ namespace {
 // A message is cut into ring pieces of at least this size (or its whole size if smaller), so
 // small messages are never split and large ones stream without tiny fragments.
 constexpr uint64_t kMinPiece = 4096;
-// Every piece but a message's last is a multiple of this, so a piece never splits an element and
-// a receive that reduces as pieces land (PostRecvReduce) reduces whole elements.
+// Every piece but a message's last is a multiple of this, so a piece never splits an element: a
+// consumer that reduces as pieces land (PostRecvInto) then never carries one over.
 constexpr uint64_t kPieceAlign = 64;
 
 // A finished request's status for a waiter. Most finish OK, and a fresh OK status is cheaper
@@ -336,11 +335,11 @@ Status ShmChannel::CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes
     return Status::RemoteError(LostMessage(abandoned));
   }
   std::string error;
-  if (!op.reducing) {
+  if (op.sink == nullptr) {
     error = ReadFromProcess(peer_pid_, destination, address, bytes);
   } else {
-    // Through a bounce buffer: the destination may be the reduction's own operand (in place),
-    // so the message cannot be parked there first.
+    // Through a bounce buffer: a sink has no buffer of ours to read into (and an algorithm's
+    // destination may be the very data it combines the message with).
     constexpr uint64_t kBounce = 64 << 10;  // a multiple of every element size
     std::vector<char> bounce(std::min(bytes, kBounce));
     for (uint64_t done = 0; done < bytes && error.empty(); done += kBounce) {
@@ -496,19 +495,8 @@ RequestPtr ShmChannel::PostRecv(void* data, size_t bytes, uint64_t tag) {
   return PostReceive(RecvOp{nullptr, static_cast<char*>(data), bytes, tag});
 }
 
-RequestPtr ShmChannel::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                                      const ReduceOnReceive& reduce) {
-  if (!IsValidDataType(static_cast<int>(reduce.type)) ||
-      bytes % DataTypeSize(reduce.type) != 0) {
-    return FinishedRequest(Status::InvalidArgument(
-        "rank " + std::to_string(rank_) + ": a reducing receive from rank " +
-        std::to_string(peer_) + " of " + std::to_string(bytes) +
-        " bytes is not a whole number of elements"));
-  }
-  RecvOp op{nullptr, static_cast<char*>(data), bytes, tag};
-  op.reduce = reduce;
-  op.reducing = true;
-  return PostReceive(std::move(op));
+RequestPtr ShmChannel::PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) {
+  return PostReceive(RecvOp{nullptr, nullptr, bytes, tag, std::move(sink)});
 }
 
 bool ShmChannel::IsWholeMessage(const RecordHeader* record, uint64_t tag, uint64_t bytes) {
@@ -630,23 +618,16 @@ Result<std::optional<Connection::Incoming>> ShmChannel::Probe() {
   return std::optional<Connection::Incoming>(incoming);
 }
 
-// Copies the bytes into place, or reduces them with the receive's own data (every piece but the
-// last is a multiple of kPieceAlign, so `offset` and `length` are whole elements).
+// Copies the bytes into place, or hands them, still in the ring (or the peer's buffer), to the
+// receive's sink. Pieces reach it in order, each once (ProgressRecvLocked walks them in order
+// under the receive lock).
 void ShmChannel::Land(const RecvOp& op, uint64_t offset, const char* bytes, uint64_t length) {
   if (length == 0) return;
-  char* out = op.data + offset;
-  if (!op.reducing) {
-    std::memcpy(out, bytes, length);
+  if (op.sink == nullptr) {
+    std::memcpy(op.data + offset, bytes, length);
     return;
   }
-  const ReduceOnReceive& r = op.reduce;
-  const char* own = static_cast<const char*>(r.own) + offset;
-  const size_t count = length / DataTypeSize(r.type);
-  if (r.message_first) {
-    kernels::ReduceInto(r.type, r.op, out, bytes, own, count);
-  } else {
-    kernels::ReduceInto(r.type, r.op, out, own, bytes, count);
-  }
+  op.sink->Land(offset, bytes, length);
 }
 
 // ---- progress and waiting ----
@@ -799,9 +780,9 @@ RequestPtr ShmConnection::PostRecv(void* data, size_t bytes, uint64_t tag) {
   return channel_->PostRecv(data, bytes, tag);
 }
 
-RequestPtr ShmConnection::PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                                         const ReduceOnReceive& reduce) {
-  return channel_->PostRecvReduce(data, bytes, tag, reduce);
+RequestPtr ShmConnection::PostRecvInto(size_t bytes, uint64_t tag,
+                                       std::shared_ptr<LandingSink> sink) {
+  return channel_->PostRecvInto(bytes, tag, std::move(sink));
 }
 
 Result<std::optional<Connection::Incoming>> ShmConnection::Probe() { return channel_->Probe(); }

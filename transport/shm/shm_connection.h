@@ -99,8 +99,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // any thread.
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag);
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag);
-  // See Connection::PostRecvReduce: pieces are reduced straight out of the ring as they land.
-  RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag, const ReduceOnReceive& reduce);
+  // See Connection::PostRecvInto: ring pieces are handed to `sink` straight out of the ring as
+  // they land (every piece but a message's last a multiple of 64 bytes); a message sent by
+  // reference from the peer's buffer in this process in one piece, from another process through
+  // a 64 KiB bounce buffer.
+  RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink);
   // The request-free path of Connection::SendRecv for messages of at most kWholeMessageBytes
   // (ShmConnection::SendRecv). SendWhole writes the message as one ring record (a line up to
   // 32 bytes), as PostSend does when the ring has room, and returns false having done nothing
@@ -159,11 +162,10 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   };
   struct RecvOp {
     RequestPtr request;
-    char* data;
+    char* data;  // where the message goes, unless `sink` takes it
     uint64_t bytes;
     uint64_t tag;
-    ReduceOnReceive reduce{};  // used when `reducing`
-    bool reducing = false;
+    std::shared_ptr<LandingSink> sink{};  // PostRecvInto: gets the pieces where they landed
   };
   enum class Push { kDone, kRemote, kStalled };
 
@@ -189,7 +191,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   bool ProgressRecvLocked();
   // Progress() that says whether anything moved (Wait() restarts its spin phase then).
   bool Poll();
-  // Copies (or, for a reducing receive, reduces) a message sent by reference into op's buffer.
+  // Copies a message sent by reference into op's buffer (or hands it to op's sink).
   Status CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes);
   void FailReceivesLocked(const Status& status);
   // Whether `record` (from Peek, may be null) is the whole of a message tagged `tag` of `bytes`
@@ -197,9 +199,9 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   static bool IsWholeMessage(const RecordHeader* record, uint64_t tag, uint64_t bytes);
   // With recv_lock_ held, after landing `record`: moves past it and tells the producer.
   void ConsumeLocked(const RecordHeader* record);
-  // PostRecv and PostRecvReduce after their checks: the fast path, else queues the receive.
+  // PostRecv and PostRecvInto: the fast path, else queues the receive.
   RequestPtr PostReceive(RecvOp op);
-  // Puts `length` message bytes at `offset` of `op`'s buffer: a copy, or the reduction.
+  // Puts `length` message bytes at `offset` of `op`'s buffer, or hands them to its sink.
   static void Land(const RecvOp& op, uint64_t offset, const char* bytes, uint64_t length);
   // The receive side found the link broken: sends fail from their next step, the peer is told.
   void NoteLinkLostLocked(const Status& reason);
@@ -293,13 +295,12 @@ class ShmConnection : public Connection {
   int peer() const override { return channel_->peer(); }
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
-  bool ReducesOnReceive() const override { return true; }
+  bool LandsInPlace() const override { return true; }
   // Halves of up to kWholeMessageBytes go through ShmChannel::SendWhole/ReceiveWhole, the rest
   // through requests.
   Status SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes, uint64_t tag,
                   Deadline deadline, Half* failed) override;
-  RequestPtr PostRecvReduce(void* data, size_t bytes, uint64_t tag,
-                            const ReduceOnReceive& reduce) override;
+  RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) override;
   Result<std::optional<Incoming>> Probe() override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;
   // returns once no buffer is in use. Idempotent.
