@@ -82,10 +82,14 @@ class Exchanger {
   // Exchange, but where the connection lands messages in place the message is reduced with `own`
   // into `reduced_into` as it lands (ReduceSink, lower rank first when `message_first`: one pass
   // less, overlapping the transfer) and *done is set; otherwise it lands in `recv` for the
-  // caller to reduce.
+  // caller to reduce. `sink` is the caller's, made here on first use and reused step after step
+  // (each step's receive has completed before the next is posted); it is shared with the
+  // connection, which keeps it while it may call it (a failed step can leave its receive pending
+  // after the call returns). The caller holds it rather than this object, so that recursive
+  // doubling, which never reduces as it lands, pays nothing for it.
   Status ExchangeReducing(int peer, const void* send, size_t send_bytes, void* recv,
                           size_t recv_bytes, uint64_t index, const void* own, bool message_first,
-                          void* reduced_into, bool* done) {
+                          void* reduced_into, std::shared_ptr<ReduceSink>& sink, bool* done) {
     BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
     const bool reducing = connection->LandsInPlace();
     *done = reducing;
@@ -99,12 +103,9 @@ class Exchanger {
     if (send_bytes > 0) send_request = connection->PostSend(send, send_bytes, tag);
     if (recv_bytes > 0) {
       if (reducing) {
-        // One sink per call, reused step after step: each step's receive has completed before
-        // the next is posted. Shared with the connection, which keeps it while it may call it
-        // (a failed step can leave its receive pending after this call returns).
-        if (sink_ == nullptr) sink_ = std::make_shared<ReduceSink>();
-        sink_->Reset(reduced_into, own, type_, op_, message_first);
-        recv_request = connection->PostRecvInto(recv_bytes, tag, sink_);
+        if (sink == nullptr) sink = std::make_shared<ReduceSink>();
+        sink->Reset(reduced_into, own, type_, op_, message_first);
+        recv_request = connection->PostRecvInto(recv_bytes, tag, sink);
       } else {
         recv_request = connection->PostRecv(recv, recv_bytes, tag);
       }
@@ -135,7 +136,6 @@ class Exchanger {
   DataType type_;
   ReduceOp op_;
   const char* algorithm_;
-  std::shared_ptr<ReduceSink> sink_;  // ExchangeReducing's, made on first use
 };
 
 // The shared frame of both algorithms: fold, `core` on the p remaining ranks, unfold.
@@ -215,6 +215,7 @@ Status RecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx, const voi
         char* tmp = static_cast<char*>(ctx.scratch(offset(p / 2) * elem));
         uint64_t step = 1;
         int lo = 0, hi = p;  // segments this rank is responsible for
+        std::shared_ptr<ReduceSink> sink;  // the halving steps' (ExchangeReducing)
         for (int mask = p / 2; mask >= 1; mask >>= 1, ++step) {
           const int partner = me ^ mask, mid = (lo + hi) / 2;
           const bool upper = (me & mask) != 0;
@@ -230,7 +231,7 @@ Status RecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx, const voi
           BRAID_RETURN_IF_ERROR(exchanger.ExchangeReducing(
               folding.RealRank(partner), cur + offset(send_lo) * elem,
               (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step, mine,
-              partner < me, target, &reduced));
+              partner < me, target, sink, &reduced));
           if (!reduced && partner < me) kernels::ReduceInto(type, op, target, tmp, mine, keep);
           if (!reduced && partner > me) kernels::ReduceInto(type, op, target, mine, tmp, keep);
           cur = out;
