@@ -42,6 +42,50 @@ def test_new_group_0_2_while_rank_1_works():
     assert all(r["world"] == 3.0 for r in res)
 
 
+def split_subgroups(rank, world):
+    """split_group([[0, 2], [1, 3]]), then new_group([1, 2]) on a default group bound to the CPU
+    (torch then passes split_from, and rank 0 and 3 take part in the split without a group)."""
+    dist.init_process_group("braid", init_method="env://", rank=rank, world_size=world,
+                            device_id=torch.device("cpu", 0))
+    out = {}
+    pairs = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+    out["pair_rank"] = dist.get_rank(pairs)
+    out["pair_size"] = dist.get_world_size(pairs)
+    t = torch.full((1000,), float(10 ** rank))
+    dist.all_reduce(t, group=pairs)
+    out["pair_sum"] = t[0].item()
+    # The backend really is a split child: the same braid comm type, sized as the subgroup.
+    out["split_backend"] = type(pairs._get_backend(torch.device("cpu"))).__name__
+    middle = dist.new_group([1, 2])
+    if rank in (1, 2):
+        t = torch.full((7,), float(rank))
+        dist.all_reduce(t, group=middle)
+        out["middle_sum"] = t[0].item()
+        objs = [None, None]
+        dist.all_gather_object(objs, f"r{rank}", group=middle)
+        out["middle_objects"] = objs
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the parent still works after both splits
+    out["world"] = t[0].item()
+    dist.destroy_process_group()
+    return out
+
+
+def test_split_group_and_new_group_split_from_parent():
+    res = values(run_ranks(split_subgroups, 4, "braid", init=False), "braid")
+    for rank, r in enumerate(res):
+        peer = {0: 2, 2: 0, 1: 3, 3: 1}[rank]
+        assert r["pair_size"] == 2
+        assert r["pair_rank"] == (0 if rank in (0, 1) else 1)
+        assert r["pair_sum"] == float(10 ** rank + 10 ** peer)
+        assert r["split_backend"] == "BraidBackend"
+        assert r["world"] == 4.0
+    for rank in (1, 2):
+        assert res[rank]["middle_sum"] == 3.0
+        assert res[rank]["middle_objects"] == ["r1", "r2"]
+    assert "middle_sum" not in res[0] and "middle_sum" not in res[3]
+
+
 def monitored(rank, world):
     dist.monitored_barrier(timeout=timedelta(seconds=10))
     out = {"passed_first": True}

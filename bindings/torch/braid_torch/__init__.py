@@ -36,6 +36,14 @@ def _check_torch_version() -> None:
 def _create(name: str):
     def create(opts, backend_options=None):
         timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(seconds=1800)
+        parent = getattr(opts, "split_from", None)
+        if isinstance(parent, _C.BraidBackend):
+            # new_group on a default group bound to a device (init_process_group(device_id=...)):
+            # torch asks for a split of the parent, collective over all its ranks (non-members
+            # call perform_nocolor_split). The parent is the default group, so the subgroup's
+            # global ranks are its ranks in the parent.
+            return parent.split_member(opts.store, list(opts.global_ranks_in_group),
+                                       opts.group_rank, timeout)
         return _C.BraidBackend(opts.store, opts.group_rank, opts.group_size, timeout, name)
     return create
 

@@ -1,9 +1,14 @@
 #include "braid_backend.h"
 
+#include <Python.h>
+
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 namespace braid_torch {
 namespace {
@@ -74,7 +79,89 @@ BraidBackend::BraidBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int 
   queue_ = std::make_unique<JobQueue>();
 }
 
+BraidBackend::BraidBackend(braidComm_t comm, c10::intrusive_ptr<c10d::Store> store, int rank,
+                           int size, std::chrono::milliseconds timeout, std::string name)
+    : Backend(rank, size),
+      name_(std::move(name)),
+      store_(std::move(store)),
+      timeout_(timeout),
+      comm_(comm),
+      queue_(std::make_unique<JobQueue>()) {}
+
 BraidBackend::~BraidBackend() { shutdown(); }
+
+c10::intrusive_ptr<c10d::Backend::Options> BraidBackend::getBackendOptions() {
+  return c10::make_intrusive<Options>(name_, timeout_);
+}
+
+namespace {
+
+// The color braidCommSplit groups a subgroup's members by: the same for every member (they pass
+// the same rank list), different for different lists but for a hash collision, which the size
+// check after the split catches.
+int SplitColor(const std::vector<int64_t>& ranks) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the ranks
+  for (int64_t r : ranks) {
+    hash ^= static_cast<uint64_t>(r);
+    hash *= 1099511628211ull;
+  }
+  return static_cast<int>(hash & 0x3fffffff);  // non-negative: BRAID_SPLIT_NOCOLOR is -1
+}
+
+}  // namespace
+
+braidComm_t BraidBackend::SplitCommunicator(int color, int key, std::chrono::milliseconds timeout) {
+  // The split waits for every rank of this group. Holding the GIL meanwhile would block this
+  // process's completion callbacks (comm hooks run Python) that the drain below may wait for.
+  std::optional<pybind11::gil_scoped_release> no_gil;
+  if (Py_IsInitialized() && PyGILState_Check()) no_gil.emplace();
+  TORCH_CHECK(comm_ != nullptr, "braid split: the process group was shut down");
+  queue_->Drain();  // braidCommSplit is ordered after this rank's earlier operations
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.timeoutMs = static_cast<int>(std::min<int64_t>(timeout.count(), INT32_MAX));
+  braidComm_t child = nullptr;
+  ThrowIfFailed(braidCommSplit(comm_, color, key, &child, &config),
+                "split of rank " + std::to_string(rank_) + " (braidCommSplit)");
+  return child;
+}
+
+c10::intrusive_ptr<c10d::Backend> BraidBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::vector<int>& ranks,
+                                                      const c10::intrusive_ptr<Options>& opts) {
+  auto mine = std::find(ranks.begin(), ranks.end(), rank_);
+  for (int r : ranks) {
+    TORCH_CHECK(r >= 0 && r < size_, "braid split: rank ", r, " is outside the group of ", size_,
+                " ranks");
+  }
+  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+  if (mine == ranks.end()) {
+    SplitNonMember();
+    return nullptr;
+  }
+  return SplitMember(store, std::vector<int64_t>(ranks.begin(), ranks.end()),
+                     static_cast<int>(mine - ranks.begin()), timeout);
+}
+
+c10::intrusive_ptr<BraidBackend> BraidBackend::SplitMember(const c10::intrusive_ptr<c10d::Store>& store,
+                                                           const std::vector<int64_t>& ranks,
+                                                           int rank, std::chrono::milliseconds timeout) {
+  TORCH_CHECK(rank >= 0 && rank < static_cast<int>(ranks.size()) && ranks[rank] == rank_,
+              "braid split: rank ", rank_, " is not at position ", rank, " of the subgroup's ranks");
+  braidComm_t child = SplitCommunicator(SplitColor(ranks), rank, timeout);
+  int child_size = 0;
+  braidCommCount(child, &child_size);
+  if (child_size != static_cast<int>(ranks.size())) {
+    braidCommDestroy(child);
+    TORCH_CHECK(false, "braid split: rank ", rank_, " got a subgroup of ", child_size,
+                " ranks for a list of ", ranks.size(),
+                " (ranks disagree on the subgroups, or two lists hashed to one color)");
+  }
+  return c10::make_intrusive<BraidBackend>(child, store, rank, child_size, timeout, name_);
+}
+
+void BraidBackend::SplitNonMember() {
+  SplitCommunicator(BRAID_SPLIT_NOCOLOR, 0, timeout_);
+}
 
 void BraidBackend::shutdown() {
   if (comm_ == nullptr) return;

@@ -42,6 +42,10 @@ class BraidBackend : public c10d::Backend {
   // also register it in Gloo's slot) and prefixes profiler events, as "gloo:send" does.
   BraidBackend(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                std::chrono::milliseconds timeout, std::string name);
+  // A group made from an existing braid communicator, as Split* below make them; `store` (the
+  // new group's) serves monitoredBarrier. Takes ownership of `comm`.
+  BraidBackend(braidComm_t comm, c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+               std::chrono::milliseconds timeout, std::string name);
   ~BraidBackend() override;
 
   const std::string getBackendName() const override { return name_; }
@@ -49,6 +53,26 @@ class BraidBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // The options a split child starts from (ProcessGroup::splitGroup copies and edits them).
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+
+  // Splitting: a subgroup made by braidCommSplit over this group's communicator, collective over
+  // every rank of this group (members and non-members alike, as ncclCommSplit), with no store
+  // rendezvous. Earlier operations of this rank complete first (the split is ordered after them).
+  bool supportsSplitting() const override { return true; }
+  // torch.distributed.split_group: every rank passes the ranks (of this group) of the subgroup it
+  // belongs to, or of the first subgroup when it belongs to none; a rank not in `ranks` takes
+  // part and gets nullptr. The child's rank is the position in `ranks`.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // new_group when PyTorch passes split_from (the default group was bound to a device): a member
+  // makes its child from the subgroup's ranks in this group and its rank there ...
+  c10::intrusive_ptr<BraidBackend> SplitMember(const c10::intrusive_ptr<c10d::Store>& store,
+                                               const std::vector<int64_t>& ranks, int rank,
+                                               std::chrono::milliseconds timeout);
+  // ... and a non-member takes part without a child (torch's perform_nocolor_split).
+  void SplitNonMember();
   // c10d's per-group operation count (its debug checks compare it across ranks): every rank
   // issues the same operations, so counting them locally agrees everywhere.
   void setSequenceNumberForGroup() override {
@@ -139,6 +163,9 @@ class BraidBackend : public c10d::Backend {
   const char* ProfilingTitle(const char* op);
   void CheckRoot(int root, const char* op) const;
   void CheckPeer(int peer, const char* op) const;
+  // braidCommSplit over comm_ after every earlier operation of this rank, without the GIL (it
+  // waits for the other ranks). color BRAID_SPLIT_NOCOLOR gives nullptr.
+  braidComm_t SplitCommunicator(int color, int key, std::chrono::milliseconds timeout);
 
   const std::string name_;
   const c10::intrusive_ptr<c10d::Store> store_;

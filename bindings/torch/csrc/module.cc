@@ -19,7 +19,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("name") = "braid",
            // Joining waits for the other ranks: let other Python threads run meanwhile.
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      // new_group with split_from (braid_torch/__init__.py's creator): the member's child ...
+      .def("split_member", &braid_torch::BraidBackend::SplitMember, py::arg("store"),
+           py::arg("ranks"), py::arg("rank"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>())
+      // ... and what torch calls on a non-member's parent (its name for NCCL's NOCOLOR split).
+      .def("perform_nocolor_split",
+           [](braid_torch::BraidBackend& self, const py::object& /*device*/) { self.SplitNonMember(); },
+           py::arg("device"), py::call_guard<py::gil_scoped_release>());
   module.def("version", [] {
     int version = 0;
     braidGetVersion(&version);
