@@ -1,0 +1,252 @@
+// Fan primitives: the moves every algorithm that talks to more than two neighbours is written in
+// (trees, binomial trees, direct and pairwise exchanges, the barrier). The ring and chain family
+// keeps its two-neighbour channel (primitives.h); this is its generalisation to sets of peers,
+// NCCL's FanAsymmetric idea (src/device/prims_simple.h: a primitive with up to MaxRecv receive
+// peers and MaxSend send peers), on braid's host connections.
+//
+// A move names the peers it receives from (`from`) and the peers it sends to (`to`), as a PeerSet:
+//
+//   Send(to, src)                          every t in to  <- src
+//   Recv(from, dst)                        dst <- from                       (one peer)
+//   RecvCopySend(from, dst, to)            dst <- from;           to <- dst
+//   RecvReduce(from, dst, own)             dst <- own op from[0] op from[1] ...   (complete)
+//   RecvReducePartial(from, dst, own)      the same, not complete
+//   RecvReduceSend(from, dst, own, to)     dst <- own op from...; to <- dst (a partial result)
+//   RecvReduceCopySend(from, dst, own, to) dst <- own op from...; to <- dst (the complete one)
+//   Copy(dst, src)                         dst <- src, locally, in move order
+//   Signal(to) / Await(from)               a message of no data to every t in to / from `from`
+//
+// Fan-in (the reducing moves) combines the contributions left to right in the order `from` lists
+// them; this rank's `own` comes first, unless `from` lists this rank itself, which then stands for
+// `own` at that place (the direct allreduce reduces in rank order, recursive doubling lower rank
+// first). Every rank that must compute the same bits therefore sees the same operands in the same
+// order, whatever order the messages arrive in: the operand order is part of the algorithm, and
+// the primitives keep it exactly (kernels/cpu/reduce.h, one ReduceInto per contribution). A
+// complete reduction divides for ReduceOp::kAvg right there, once, before it is sent or returned
+// (kernels::DivideInPlace by ctx.size). Fan-out (the sending moves) posts one send per peer of
+// `to`, in its order. Pairwise exchange is Send(to, ...) then Recv(from, ...): the send leaves
+// before the receive is waited for, so partners never wait on each other.
+//
+// Spans: each move names a Span of elements of the buffers it is given, in the collective's data
+// type. The reducing moves receive into scratch slots of slot_elems() elements, so their spans
+// are at most that long; the others take spans of any length (the direct and binomial gathers
+// send whole packed subtrees). Algorithms cut large buffers into chunk-sized slices themselves
+// (ctx.chunk_bytes) and issue the moves slice by slice, as the ring does, so the levels of a tree
+// work at the same time.
+//
+// Message streams and tags. Every link keeps two counters, messages sent to the peer and messages
+// received from it; a send takes the next number of its link, a receive the next number of its
+// link, and MessageTag(ctx.sequence, number) is the tag. Both ends of a link post its messages in
+// the same order (a connection requires it: receives match sends in order), so both count alike,
+// and ranks that disagree about the schedule fail on a tag or size mismatch instead of mixing
+// data. Moves of zero elements are dropped on both sides alike and send nothing.
+//
+// Pipelining. A move is queued when it is called and its receives are posted at once, up to
+// `window` receives ahead of the move being carried out, so data lands while this rank reduces or
+// forwards earlier slices. Moves run strictly in call order, each once its receives completed:
+// sends leave a FIFO connection in the order the peer posts its receives, and a send may forward
+// what an earlier move received. The calling thread blocks only when the window is full (on the
+// oldest move's receive), before writing memory a send still reads (below), and in Flush() /
+// Finish(). Sends are reaped as they complete; every wait is bounded by ctx.deadline.
+//
+// Where data lands. Recv and RecvCopySend receive straight into the caller's buffer, so the
+// transport may write dst as soon as the move is *called*, before earlier queued moves have run:
+// the caller must not need dst's old contents in any earlier move (each algorithm says why that
+// holds for it). Received contributions of the reducing moves land in scratch slots, `window` of
+// them (ctx.scratch, taken on first use, so an algorithm that takes ctx.scratch itself uses no
+// reducing move); RecvReduceSend with no dst accumulates in one of `acc_slots` slots of its own,
+// held until its sends complete. A reduction or a Copy never writes memory that a posted send is
+// still reading (in place, a buffer being sent is also being reduced into; an accumulator slot is
+// reused): it first waits for those sends.
+//
+// Errors. The first failure is kept and every later move becomes a no-op, so algorithms issue
+// moves without checking each one and return Finish(). The status names the rank, the collective
+// and its sequence number, the algorithm, what this rank was doing, the message number on that
+// link and the peer (operation_context.h):
+//   rank 2: reduce #17 (1021 x float, sum, root 0, binomial): receiving message 3 from rank 1
+// After a failure, requests still in flight are left to the communicator, which breaks its
+// connections.
+//
+// Thread safety: one FanPrimitives belongs to one collective on one thread.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "algorithms/collective_context.h"
+#include "algorithms/primitives.h"  // Span, InlineFifo
+#include "core/base/status.h"
+#include "transport/connection.h"
+
+namespace braid::algorithms {
+
+// The peers of one side of a move: a list of ranks owned by the caller, or one rank held inside
+// (so `prims.Send(parent, ...)` needs no array; -1 is nobody, as trees say "no parent").
+class PeerSet {
+ public:
+  PeerSet() = default;
+  PeerSet(int rank) : one_(rank), count_(rank >= 0 ? 1 : 0) {}  // NOLINT: a rank is a set of one
+  PeerSet(const int* ranks, size_t count) : ranks_(ranks), count_(count) {}
+  PeerSet(const std::vector<int>& ranks) : ranks_(ranks.data()), count_(ranks.size()) {}  // NOLINT
+
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  int operator[](size_t i) const { return ranks_ != nullptr ? ranks_[i] : one_; }
+
+ private:
+  const int* ranks_ = nullptr;  // the caller's list; null: the single rank one_
+  int one_ = -1;
+  size_t count_ = 0;
+};
+
+class FanPrimitives {
+ public:
+  struct Options {
+    // Receives posted ahead of the move being carried out (and scratch slots for them).
+    size_t window = 4;
+    // Elements per scratch slot; 0 means ctx.chunk_bytes in whole elements (at least one).
+    size_t slot_elems = 0;
+    // Accumulator slots for RecvReduceSend with no dst, each held until its sends complete.
+    size_t acc_slots = 0;
+  };
+
+  // `args` gives the element type and reduction (and the collective, for error messages);
+  // `algorithm` is the name errors quote ("binomial").
+  FanPrimitives(const CollectiveContext& ctx, const CollectiveArgs& args, const char* algorithm,
+                Options options);
+  FanPrimitives(const CollectiveContext& ctx, const CollectiveArgs& args, const char* algorithm)
+      : FanPrimitives(ctx, args, algorithm, Options()) {}
+  FanPrimitives(const FanPrimitives&) = delete;
+  FanPrimitives& operator=(const FanPrimitives&) = delete;
+
+  // Makes the links to `peers` now, in that order, within ctx.deadline, instead of at their first
+  // message. Algorithms whose ranks wait on each other before every link is used call it first:
+  // a link's accepting side waits for the dialing side to ask, so a rank must not block on a
+  // peer that is itself blocked before dialing it.
+  Status Connect(PeerSet peers);
+
+  // Elements per scratch slot: the longest span a reducing move takes.
+  size_t slot_elems() const { return slot_elems_; }
+  // Elements per pipelined slice: ctx.chunk_bytes in whole elements, at least one.
+  size_t chunk_elems() const { return chunk_elems_; }
+  // How many chunk_elems() slices a range of `count` elements is cut into (0 for an empty range).
+  size_t SliceCount(size_t count) const { return (count + chunk_elems_ - 1) / chunk_elems_; }
+  // Slice `index` of a range of `count` elements; empty once past the end.
+  Span Slice(size_t count, size_t index) const {
+    const size_t begin = std::min(count, index * chunk_elems_);
+    return Span{begin, std::min(count, begin + chunk_elems_) - begin};
+  }
+
+  // The moves (see the table above). Pointers are buffer bases; spans index them in elements.
+  // Every pointer (and every PeerSet `to` list) must stay valid, and every source unchanged,
+  // until the move has run (Flush() or Finish() returned). `from` is read during the call.
+  void Send(PeerSet to, const void* src, Span span);
+  void Recv(int from, void* dst, Span span);
+  void RecvCopySend(int from, void* dst, PeerSet to, Span span);
+  void RecvReduce(PeerSet from, void* dst, const void* own, Span span);
+  void RecvReducePartial(PeerSet from, void* dst, const void* own, Span span);
+  // dst == nullptr: the partial is accumulated in an accumulator slot (Options::acc_slots).
+  void RecvReduceSend(PeerSet from, void* dst, const void* own, PeerSet to, Span span);
+  void RecvReduceCopySend(PeerSet from, void* dst, const void* own, PeerSet to, Span span);
+  void Copy(void* dst, const void* src, Span span);
+  // A message of no data: Signal tells every peer of `to` that this rank got here, Await waits
+  // for `from`'s signal (the barrier's moves; data moves of zero elements send nothing).
+  void Signal(PeerSet to);
+  void Await(int from);
+
+  // Carries out every queued move and waits for every send; more moves may follow (an algorithm
+  // that reuses a staging buffer for its next slice flushes in between). Returns the first
+  // failure, if any.
+  Status Flush();
+  // Flush(), for the end of the collective.
+  Status Finish() { return Flush(); }
+  // False once a move failed (algorithms may stop issuing moves early).
+  bool ok() const { return status_.ok(); }
+
+ private:
+  // What an operation does once its receive (if any) completed.
+  enum class Action : uint8_t {
+    kNone,      // a plain receive (into dst) or a send of src
+    kLand,      // a fan-in's first contribution when it is a message: it waits in its slot
+    kReduce,    // dst = lhs op rhs (operands below)
+    kCopy,      // dst = src, locally
+  };
+  // Operands of a reduction.
+  enum class Operand : uint8_t { kOwn, kAcc, kMessage, kLanded };
+  struct Op {
+    Action action;
+    Operand lhs, rhs;
+    bool complete;   // a complete reduction: kAvg divides here
+    bool consumes;   // uses the message a kLand op left in its slot (frees its window place)
+    int from;        // peer of the receive, -1 for none
+    char* dst;
+    const char* src;  // a send's data, a reduction's own contribution, a copy's source
+    size_t count;
+    char* slot;       // where the message lands when it is not dst
+    char* landed;     // kLanded operand
+    uint64_t message;  // the receive's number on its link
+    transport::RequestPtr recv;
+    PeerSet to;  // sent dst (or src for a plain send) once the action ran
+  };
+  struct PendingSend {
+    transport::RequestPtr request;
+    int peer;
+    uint64_t message;
+    const char* data;
+    size_t bytes;
+  };
+  // Per peer: its connection (null until first used) and both message counters.
+  struct Link {
+    transport::Connection* connection = nullptr;
+    uint64_t sent = 0;
+    uint64_t received = 0;
+  };
+
+  void FanIn(PeerSet from, void* dst, const void* own, PeerSet to, Span span, bool complete,
+             bool accumulate);
+  void Issue(Op op);
+  Status Run(Op& op);
+  Status RunFront();
+  Status RunReady();
+  Status SendFrom(const char* data, size_t count, PeerSet to);
+  Status ReapSends();
+  Status AwaitSendsReading(const char* begin, size_t bytes);
+  Result<Link*> LinkTo(int peer);
+  char* Slots();
+  Status Fail(const Status& status, const char* doing, uint64_t message, int peer) const;
+  std::string Describe() const;
+
+  const CollectiveContext& ctx_;
+  const CollectiveArgs args_;
+  const char* const algorithm_;
+  const size_t elem_;
+  const size_t chunk_elems_;
+  const size_t slot_elems_;
+  const size_t window_;
+  const size_t acc_slots_;
+
+  Status status_;
+  // Links by rank: inline up to kInlineLinks ranks, so small jobs allocate nothing per call.
+  static constexpr int kInlineLinks = 16;
+  Link inline_links_[kInlineLinks];
+  std::unique_ptr<Link[]> heap_links_;
+  Link* links_;
+
+  InlineFifo<Op, 16> queue_;          // moves called but not yet carried out, in call order
+  size_t pending_recvs_ = 0;          // receives posted whose slot or window place is held
+  InlineFifo<PendingSend, 16> sends_;  // posted sends not yet seen complete, oldest first
+
+  char* slots_ = nullptr;  // window_ receive slots, acc_slots_ accumulators, one for own
+  size_t next_slot_ = 0;   // receive slots, round robin
+  size_t next_acc_ = 0;    // accumulator slots, round robin
+  bool running_ = true;  // Issue runs ready moves (false while a fan-in posts its receives)
+  char token_ = 0;  // what Signal sends and Await receives into: no byte moves, but a valid address
+  char* last_landed_ = nullptr;  // slot of the latest kLand receive, for the op that reads it
+};
+
+}  // namespace braid::algorithms

@@ -1,0 +1,342 @@
+// The fan primitives (algorithms/fan_primitives.h) on their own, over real connections (shared
+// memory and TCP, one transport per rank thread, every pair linked): fan-in with the operand
+// order the moves promise, fan-out, accumulating partials sent up a chain, pairwise exchange,
+// signals, and a failure that names the operation, the message and the peer. Every result is
+// checked against a closed form computed here, not against another algorithm.
+//
+// Rank threads return strings; only the main thread calls Catch2 (Catch2 v2 is not thread-safe).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective_context.h"
+#include "algorithms/fan_primitives.h"
+#include "algorithms/tag_layout.h"
+#include "tests/harness/multi_rank.h"
+#include "transport/registry.h"
+
+namespace braid::algorithms {
+namespace {
+
+using braid::testing::Failures;
+using braid::testing::RunThreads;
+
+constexpr int64_t kTimeoutMs = 20000;
+
+// `size` ranks linked pairwise over one transport; link(r, p) is rank r's connection to p.
+struct Mesh {
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  std::vector<std::vector<std::unique_ptr<transport::Connection>>> links;
+  std::string error;
+  void AbortAll(const char* why) {
+    for (auto& t : transports) t->Abort(Status::Aborted(why));
+  }
+};
+
+Mesh MakeMesh(const std::string& name, int size) {
+  static std::atomic<uint64_t> next_id{0};
+  Mesh mesh;
+  const transport::TransportFactory* factory = nullptr;
+  for (const transport::TransportFactory& f : transport::TransportFactories()) {
+    if (name == f.name) factory = &f;
+  }
+  if (factory == nullptr || factory->create == nullptr) {
+    mesh.error = name + " is not built";
+    return mesh;
+  }
+  // One communicator id for the whole mesh, used by no other mesh of any test process.
+  const uint64_t comm_id = (static_cast<uint64_t>(getpid()) << 32) + ++next_id;
+  for (int rank = 0; rank < size; ++rank) {
+    transport::TransportContext context;
+    context.rank = rank;
+    context.size = size;
+    context.comm_id = comm_id;
+    context.config.socket_ifname = "lo";
+    auto created = factory->create(context);
+    if (!created.ok() || created.value() == nullptr) {
+      mesh.error = name + ": cannot create the transport";
+      return mesh;
+    }
+    mesh.transports.push_back(std::move(created.value()));
+  }
+  mesh.links.resize(size);
+  for (auto& row : mesh.links) row.resize(size);
+  std::vector<std::string> addresses;
+  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
+  std::mutex mutex;
+  auto results = RunThreads(
+      size,
+      [&](int r, int n) -> std::string {
+        for (int p = 0; p < n; ++p) {
+          if (p == r) continue;
+          auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTimeoutMs));
+          if (!c.ok()) return "connecting to rank " + std::to_string(p) + ": " + c.status().ToString();
+          std::lock_guard<std::mutex> lock(mutex);
+          mesh.links[r][p] = std::move(c.value());
+        }
+        return "";
+      },
+      2 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("mesh set-up hung"); });
+  mesh.error = Failures(results);
+  return mesh;
+}
+
+// One rank's CollectiveContext over the mesh: its links, its own scratch, a deadline.
+struct RankContext {
+  RankContext(Mesh& mesh, int rank, uint64_t sequence, int64_t timeout_ms)
+      : connect([&mesh, rank](int peer) -> Result<transport::Connection*> {
+          return mesh.links[rank][peer].get();
+        }),
+        scratch([this](size_t bytes) -> void* {
+          if (memory.size() < bytes) memory.resize(bytes);
+          return memory.data();
+        }) {
+    ctx.rank = rank;
+    ctx.size = static_cast<int>(mesh.transports.size());
+    ctx.sequence = OperationSequence(TagSpace::kCollective, sequence);
+    ctx.chunk_bytes = 64;  // 16 int32 per slice: every test runs many slices through the window
+    ctx.deadline = Deadline::AfterMs(timeout_ms);
+    ctx.connection.connect = connect;
+    ctx.scratch = scratch;
+  }
+  std::function<Result<transport::Connection*>(int)> connect;
+  std::function<void*(size_t)> scratch;
+  std::vector<char> memory;
+  CollectiveContext ctx;
+};
+
+CollectiveArgs Args(Collective kind, size_t count, DataType type, ReduceOp op) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.count = count;
+  args.type = type;
+  args.op = op;
+  return args;
+}
+
+// Rank r's contribution, element i: distinct per rank and element, exact in int32 sums.
+int32_t Value(int r, size_t i) { return static_cast<int32_t>(1000 * (r + 1) + 7 * i) * (r % 2 ? -1 : 1); }
+
+std::string Mismatch(const char* what, size_t i, int64_t got, int64_t want) {
+  return std::string(what) + ": element " + std::to_string(i) + " is " + std::to_string(got) +
+         ", expected " + std::to_string(want);
+}
+
+const char* const kTransports[] = {"shm", "tcp"};
+
+}  // namespace
+
+TEST_CASE("fan primitives: fan-in to a root, fan-out back (star)", "[fan]") {
+  const std::string name = GENERATE(as<std::string>(), "shm", "tcp");
+  const int size = GENERATE(2, 4, 5);
+  const ReduceOp op = GENERATE(ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg);
+  CAPTURE(name, size, static_cast<int>(op));
+  Mesh mesh = MakeMesh(name, size);
+  REQUIRE(mesh.error.empty());
+  const size_t count = 1000;  // 63 slices of 16 elements: far beyond the window of 4
+  auto results = RunThreads(
+      size,
+      [&](int rank, int n) -> std::string {
+        RankContext rc(mesh, rank, 11, kTimeoutMs);
+        std::vector<int32_t> own(count), out(count, -1);
+        for (size_t i = 0; i < count; ++i) own[i] = Value(rank, i);
+        std::vector<int> leaves;
+        for (int p = 1; p < n; ++p) leaves.push_back(p);
+        const CollectiveArgs args = Args(Collective::kAllReduce, count, DataType::kInt32, op);
+        FanPrimitives prims(rc.ctx, args, "star");
+        for (size_t s = 0; s < prims.SliceCount(count); ++s) {
+          const Span span = prims.Slice(count, s);
+          if (rank == 0) {
+            prims.RecvReduce(leaves, out.data(), own.data(), span);
+            prims.Send(leaves, out.data(), span);
+          } else {
+            prims.Send(0, own.data(), span);
+            prims.Recv(0, out.data(), span);
+          }
+        }
+        Status status = prims.Finish();
+        if (!status.ok()) return status.ToString();
+        for (size_t i = 0; i < count; ++i) {
+          int64_t want = Value(0, i);
+          for (int p = 1; p < n; ++p) {
+            want = op == ReduceOp::kMax ? std::max<int64_t>(want, Value(p, i)) : want + Value(p, i);
+          }
+          if (op == ReduceOp::kAvg) want = static_cast<int32_t>(want) / n;  // truncates, once
+          if (out[i] != want) return Mismatch("star", i, out[i], want);
+        }
+        return "";
+      },
+      3 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("star hung"); });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+// Float sums are not associative: (1e8 + -1e8) + 1 is 1, 1e8 + (-1e8 + 1) is 0. A fan-in must
+// combine in exactly the order `from` gives, own at this rank's place when listed, so it is
+// checked with values where any other order gives another answer; in place too, where own is
+// overwritten by the first combination before it is read (own at place 2 and later).
+TEST_CASE("fan primitives: fan-in keeps the listed operand order, in place too", "[fan]") {
+  const std::string name = GENERATE(as<std::string>(), "shm", "tcp");
+  const bool in_place = GENERATE(false, true);
+  // Small messages travel inside the shm ring; large ones by reference from the sender's buffer,
+  // which stays in use until the receiver copied it (the in-place hazard).
+  const size_t count = GENERATE(size_t{40}, size_t{30000});
+  CAPTURE(name, in_place, count);
+  const int size = 4;
+  Mesh mesh = MakeMesh(name, size);
+  REQUIRE(mesh.error.empty());
+  const float kValues[size] = {1e8f, -1e8f, 1.0f, 0.25f};
+  auto results = RunThreads(
+      size,
+      [&](int rank, int n) -> std::string {
+        RankContext rc(mesh, rank, 12, kTimeoutMs);
+        std::vector<float> own(count, kValues[rank]), out(count, -7.0f);
+        float* dst = in_place ? own.data() : out.data();
+        // Every rank gathers everyone in rank order (its own at its place), as the direct
+        // allreduce does.
+        std::vector<int> peers, order;
+        for (int p = 0; p < n; ++p) {
+          order.push_back(p);
+          if (p != rank) peers.push_back(p);
+        }
+        const CollectiveArgs args = Args(Collective::kAllReduce, count, DataType::kFloat32,
+                                         ReduceOp::kSum);
+        FanPrimitives::Options options;
+        options.window = static_cast<size_t>(n - 1);
+        options.slot_elems = count;
+        FanPrimitives prims(rc.ctx, args, "ordered", options);
+        prims.Send(peers, own.data(), Span{0, count});
+        prims.RecvReduce(order, dst, own.data(), Span{0, count});
+        Status status = prims.Finish();
+        if (!status.ok()) return status.ToString();
+        const float want = ((kValues[0] + kValues[1]) + kValues[2]) + kValues[3];
+        for (size_t i = 0; i < count; ++i) {
+          if (dst[i] != want) {
+            return "element " + std::to_string(i) + " is " + std::to_string(dst[i]) +
+                   ", expected " + std::to_string(want);
+          }
+        }
+        return "";
+      },
+      3 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("ordered hung"); });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+// A chain n-1 -> ... -> 1 -> 0 of partials accumulated in the primitives' own slots (more
+// slices than slots, so each is reused once its send completed), then a fan-out down a binary
+// tree and a pairwise exchange around a ring, and a signal round: every move kind in one run.
+TEST_CASE("fan primitives: accumulating chain, tree fan-out, pairwise exchange, signals", "[fan]") {
+  const std::string name = GENERATE(as<std::string>(), "shm", "tcp");
+  const int size = GENERATE(3, 6);
+  CAPTURE(name, size);
+  Mesh mesh = MakeMesh(name, size);
+  REQUIRE(mesh.error.empty());
+  const size_t count = 333;
+  auto results = RunThreads(
+      size,
+      [&](int rank, int n) -> std::string {
+        RankContext rc(mesh, rank, 13, kTimeoutMs);
+        std::vector<int32_t> own(count), total(count, -1), ring(count, -1);
+        for (size_t i = 0; i < count; ++i) own[i] = Value(rank, i);
+        const CollectiveArgs args =
+            Args(Collective::kReduce, count, DataType::kInt32, ReduceOp::kSum);
+        FanPrimitives::Options options;
+        options.acc_slots = 2;
+        FanPrimitives prims(rc.ctx, args, "chain", options);
+        const int up = rank - 1, below = rank + 1 < n ? rank + 1 : -1;
+        std::vector<int> children;
+        for (int c : {2 * rank + 1, 2 * rank + 2}) {
+          if (c < n) children.push_back(c);
+        }
+        for (size_t s = 0; s < prims.SliceCount(count); ++s) {
+          const Span span = prims.Slice(count, s);
+          if (below < 0) {
+            prims.Send(up, own.data(), span);
+          } else if (rank > 0) {
+            prims.RecvReduceSend(below, nullptr, own.data(), up, span);
+          } else {
+            prims.RecvReduce(below, total.data(), own.data(), span);
+          }
+        }
+        // Down a binary tree: rank 0 fans out, inner ranks forward what lands.
+        for (size_t s = 0; s < prims.SliceCount(count); ++s) {
+          const Span span = prims.Slice(count, s);
+          if (rank == 0) {
+            prims.Send(children, total.data(), span);
+          } else {
+            prims.RecvCopySend((rank - 1) / 2, total.data(), children, span);
+          }
+        }
+        // Around a ring: send own to rank+1, receive rank-1's.
+        prims.Send((rank + 1) % n, own.data(), Span{0, count});
+        prims.Recv((rank + n - 1) % n, ring.data(), Span{0, count});
+        for (int d = 1; d < n; d <<= 1) {
+          prims.Signal((rank + d) % n);
+          prims.Await((rank - d + n) % n);
+        }
+        Status status = prims.Finish();
+        if (!status.ok()) return status.ToString();
+        for (size_t i = 0; i < count; ++i) {
+          int64_t want = 0;
+          for (int p = 0; p < n; ++p) want += Value(p, i);
+          if (total[i] != want) return Mismatch("chain total", i, total[i], want);
+          if (ring[i] != Value((rank + n - 1) % n, i)) {
+            return Mismatch("ring", i, ring[i], Value((rank + n - 1) % n, i));
+          }
+        }
+        return "";
+      },
+      3 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("chain hung"); });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
+// Rank 1 sends nothing: rank 0's fan-in fails at its deadline, and the error says which
+// operation, which message on which link, and which peer.
+TEST_CASE("fan primitives: a failed fan-in names the operation, the message and the peer",
+          "[fan]") {
+  for (const char* name : kTransports) {
+    CAPTURE(name);
+    Mesh mesh = MakeMesh(name, 3);
+    REQUIRE(mesh.error.empty());
+    std::string error;
+    auto results = RunThreads(
+        3,
+        [&](int rank, int) -> std::string {
+          RankContext rc(mesh, rank, 14, rank == 0 ? 300 : kTimeoutMs);
+          std::vector<int32_t> own(48, rank), out(48);
+          const CollectiveArgs args =
+              Args(Collective::kReduce, 48, DataType::kInt32, ReduceOp::kSum);
+          FanPrimitives prims(rc.ctx, args, "fan-test");
+          const int leaves[] = {2, 1};
+          for (size_t s = 0; s < prims.SliceCount(48); ++s) {
+            const Span span = prims.Slice(48, s);
+            if (rank == 0) prims.RecvReduce(PeerSet(leaves, 2), out.data(), own.data(), span);
+            if (rank == 2) prims.Send(0, own.data(), span);
+          }
+          Status status = prims.Finish();
+          if (rank != 0) return status.ok() ? "" : status.ToString();
+          if (status.ok()) return "rank 0's fan-in succeeded without rank 1's messages";
+          error = status.ToString();
+          return "";
+        },
+        3 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("failure test hung"); });
+    INFO(Failures(results));
+    CHECK(Failures(results).empty());
+    CHECK_THAT(error, Catch::Contains("rank 0: reduce #14 (48 x int32, sum, root 0, fan-test): "
+                                      "receiving message 0 from rank 1"));
+    mesh.AbortAll("test over");  // rank 0's receive from rank 1 is still posted
+  }
+}
+
+}  // namespace braid::algorithms
