@@ -22,9 +22,12 @@
 // tree 1. The lag keeps up to kLag chunks climbing while earlier ones descend (deadlock-free: a
 // step only waits on the same step of a neighbour, or on steps earlier in the common order).
 // Every rank derives the same schedule, so the messages between two ranks are posted in the same
-// order on both ends, as connections require; tags are MessageTag(sequence, (chunk*2 + tree)*2 +
-// phase). Receives are posted up to kRecvWindow ahead in schedule order; partials land in a ring
-// of kRecvWindow scratch slots, final values straight in recvbuf.
+// order on both ends, as connections require. Written in fan primitives (fan_primitives.h), a
+// step is one move: up, a leaf sends its input (Send), an inner node fans its children in over
+// its own value and sends the partial up (RecvReduceSend), the root fans in and completes
+// (RecvReduce); down, a node receives the final value and fans it out to its children
+// (RecvCopySend), the root fans out (Send). Receives are posted up to kWindow ahead in schedule
+// order; partials land in kWindow scratch slots, final values straight in recvbuf.
 //
 // Buffers: a node accumulates in recvbuf and later receives the final value over that same range.
 // That is safe: the parent can only send the final value after it received all of our partial.
@@ -34,18 +37,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <string>
-#include <vector>
 
 #include "algorithms/cost_model.h"
-#include "algorithms/operation_context.h"
-#include "kernels/cpu/reduce.h"
+#include "algorithms/fan_primitives.h"
 
 namespace braid::algorithms {
 namespace {
 
-constexpr size_t kRecvWindow = 8;
+constexpr size_t kWindow = 8;
 
 TreeLinks BinaryTree(int n, int rank) {
   TreeLinks links;
@@ -67,15 +66,10 @@ TreeLinks BinaryTree(int n, int rank) {
   return links;
 }
 
-enum class Step { kRecvUp, kSendUp, kRootDone, kRecvDown, kSendDown };
-
-struct Action {
-  Step step;
-  int tree;
-  size_t chunk;
-  int peer;   // -1 for kRootDone
-  int child;  // kRecvUp: which child (0 folds into sendbuf's value, 1 into the partial)
-};
+// A node's children as a fan: child 1 exists only beside child 0.
+PeerSet Children(const TreeLinks& links) {
+  return PeerSet(links.children, (links.children[0] >= 0) + (links.children[1] >= 0));
+}
 
 }  // namespace
 
@@ -97,10 +91,8 @@ Status TreeAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* re
   const size_t elem = DataTypeSize(type);
   const int n = ctx.size;
   if (count == 0) return Status::Ok();
-  const char* in = static_cast<const char*>(sendbuf);
-  char* out = static_cast<char*>(recvbuf);
   if (n == 1) {
-    if (in != out) std::memcpy(out, in, count * elem);
+    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * elem);
     return Status::Ok();
   }
 
@@ -110,118 +102,48 @@ Status TreeAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* re
   const size_t chunk_elems = std::min(len[0], std::max<size_t>(1, ctx.chunk_bytes / elem));
   const size_t chunks[2] = {(len[0] + chunk_elems - 1) / chunk_elems,
                             (len[1] + chunk_elems - 1) / chunk_elems};
-  auto range = [&](int t, size_t c, size_t* offset, size_t* length) {
-    *offset = begin[t] + c * chunk_elems;
-    *length = std::min(chunk_elems, len[t] - c * chunk_elems);
+  auto chunk = [&](int t, size_t c) {
+    return Span{begin[t] + c * chunk_elems, std::min(chunk_elems, len[t] - c * chunk_elems)};
   };
   const TreeLinks links[2] = {DoubleBinaryTree(n, ctx.rank, 0), DoubleBinaryTree(n, ctx.rank, 1)};
+  const PeerSet children[2] = {Children(links[0]), Children(links[1])};
   const int depth = cost::CeilLog2(n) + 1;
   const size_t lag = 2 * static_cast<size_t>(depth);  // about one round trip of chunks in flight
 
-  // This rank's schedule (see the why block).
-  std::vector<Action> schedule;
-  for (size_t i = 0; i < chunks[0] + lag; ++i) {
+  const CollectiveArgs args{Collective::kAllReduce, sendbuf, recvbuf, count, type, op};
+  FanPrimitives::Options options;
+  options.window = kWindow;
+  options.slot_elems = chunk_elems;
+  FanPrimitives prims(ctx, args, "tree", options);
+  for (int t = 0; t < 2; ++t) {
+    BRAID_RETURN_IF_ERROR(prims.Connect(links[t].parent));
+    BRAID_RETURN_IF_ERROR(prims.Connect(children[t]));
+  }
+  // The schedule (see the why block): up-step of chunk i in both trees, then down-step of chunk
+  // i - lag in both.
+  for (size_t i = 0; i < chunks[0] + lag && prims.ok(); ++i) {
     for (int t = 0; t < 2; ++t) {
       if (i >= chunks[t]) continue;
-      for (int k = 0; k < 2; ++k) {
-        if (links[t].children[k] >= 0) schedule.push_back({Step::kRecvUp, t, i, links[t].children[k], k});
+      const Span span = chunk(t, i);
+      if (children[t].empty()) {
+        prims.Send(links[t].parent, sendbuf, span);
+      } else if (links[t].parent >= 0) {
+        prims.RecvReduceSend(children[t], recvbuf, sendbuf, links[t].parent, span);
+      } else {
+        prims.RecvReduce(children[t], recvbuf, sendbuf, span);
       }
-      schedule.push_back(links[t].parent >= 0 ? Action{Step::kSendUp, t, i, links[t].parent, 0}
-                                              : Action{Step::kRootDone, t, i, -1, 0});
     }
     for (int t = 0; t < 2; ++t) {
       if (i < lag || i - lag >= chunks[t]) continue;
-      const size_t c = i - lag;
-      if (links[t].parent >= 0) schedule.push_back({Step::kRecvDown, t, c, links[t].parent, 0});
-      for (int k = 0; k < 2; ++k) {
-        if (links[t].children[k] >= 0) schedule.push_back({Step::kSendDown, t, c, links[t].children[k], k});
+      const Span span = chunk(t, i - lag);
+      if (links[t].parent >= 0) {
+        prims.RecvCopySend(links[t].parent, recvbuf, children[t], span);
+      } else {
+        prims.Send(children[t], recvbuf, span);
       }
     }
   }
-  auto tag = [&](const Action& a) {
-    bool down = a.step == Step::kRecvDown || a.step == Step::kSendDown;
-    return MessageTag(ctx.sequence, (a.chunk * 2 + a.tree) * 2 + (down ? 1 : 0));
-  };
-
-  // Connections to every neighbour in either tree.
-  std::vector<transport::Connection*> connections(n, nullptr);
-  for (const TreeLinks& l : links) {
-    for (int peer : {l.parent, l.children[0], l.children[1]}) {
-      if (peer >= 0 && connections[peer] == nullptr) {
-        BRAID_ASSIGN_OR_RETURN(connections[peer], ctx.connection(peer));
-      }
-    }
-  }
-
-  const size_t slot_bytes = chunk_elems * elem;
-  char* slots = static_cast<char*>(ctx.scratch(kRecvWindow * slot_bytes));
-  std::vector<size_t> receives;  // schedule indices of receives, in order
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    if (schedule[i].step == Step::kRecvUp || schedule[i].step == Step::kRecvDown) receives.push_back(i);
-  }
-  // Receive r uses request slot r % kRecvWindow; up-receive u (counted among up-receives only)
-  // lands in scratch slot u % kRecvWindow. Receive r is posted once receive r - kRecvWindow is
-  // consumed, which frees both.
-  std::vector<transport::RequestPtr> requests(kRecvWindow);
-  std::vector<char*> landing(receives.size());
-  size_t posted = 0, up_posted = 0;
-  auto post_receives = [&](size_t limit) {
-    for (; posted < std::min(limit, receives.size()); ++posted) {
-      const Action& a = schedule[receives[posted]];
-      size_t offset, length;
-      range(a.tree, a.chunk, &offset, &length);
-      char* target = a.step == Step::kRecvUp ? slots + (up_posted++ % kRecvWindow) * slot_bytes
-                                             : out + offset * elem;
-      landing[posted] = target;
-      requests[posted % kRecvWindow] =
-          connections[a.peer]->PostRecv(target, length * elem, tag(a));
-    }
-  };
-  std::deque<std::pair<transport::RequestPtr, int>> sends;
-  auto fail = [&](const Status& status, const char* what, int peer) {
-    const CollectiveArgs call{Collective::kAllReduce, sendbuf, recvbuf, count, type, op};
-    return WithOperationContext(status, ctx, call, "tree", what, peer);
-  };
-
-  post_receives(kRecvWindow);
-  size_t consumed = 0;
-  for (const Action& a : schedule) {
-    size_t offset, length;
-    range(a.tree, a.chunk, &offset, &length);
-    char* mine = out + offset * elem;
-    const bool has_children = links[a.tree].children[0] >= 0;
-    switch (a.step) {
-      case Step::kRecvUp:
-      case Step::kRecvDown: {
-        Status status = requests[consumed % kRecvWindow]->Wait(ctx.deadline);
-        if (!status.ok()) return fail(status, "receiving from", a.peer);
-        if (a.step == Step::kRecvUp) {
-          kernels::ReduceInto(type, op, mine, a.child == 0 ? in + offset * elem : mine,
-                              landing[consumed], length);
-        }
-        ++consumed;
-        post_receives(consumed + kRecvWindow);
-        break;
-      }
-      case Step::kRootDone:
-        if (op == ReduceOp::kAvg) kernels::DivideInPlace(type, mine, length, n);
-        break;
-      case Step::kSendUp:
-      case Step::kSendDown: {
-        const char* source = (a.step == Step::kSendUp && !has_children) ? in + offset * elem : mine;
-        sends.emplace_back(connections[a.peer]->PostSend(source, length * elem, tag(a)), a.peer);
-        while (!sends.empty() && sends.front().first->Test() && sends.front().first->status().ok()) {
-          sends.pop_front();
-        }
-        break;
-      }
-    }
-  }
-  for (const auto& [send, peer] : sends) {
-    Status status = send->Wait(ctx.deadline);
-    if (!status.ok()) return fail(status, "sending to", peer);
-  }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 Status RunTreeAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
