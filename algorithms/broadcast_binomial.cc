@@ -12,102 +12,55 @@
 //
 // Pipelining: the buffer is cut into chunks of ctx.chunk_bytes and each chunk is forwarded to the
 // children as soon as it arrives, so on large buffers the levels of the tree work at the same time.
-// Receives land straight in recvbuf (no scratch); up to kRecvWindow of them are posted ahead.
-// Message c on every tree edge is chunk c, tagged MessageTag(sequence, c) on both sides.
+// Written in fan primitives (fan_primitives.h): per chunk the root fans out (Send to every child),
+// every other rank receives from its parent and fans out what landed (RecvCopySend; leaves have
+// no children, so it is a Recv). Receives land straight in recvbuf (no scratch); up to kWindow of
+// them are posted ahead. Message c on every tree edge is chunk c.
 #include "algorithms/broadcast_binomial.h"
 
-#include "algorithms/binomial_tree.h"
-
-#include <algorithm>
 #include <cstring>
-#include <deque>
-#include <string>
-#include <vector>
 
+#include "algorithms/binomial_tree.h"
 #include "algorithms/cost_model.h"
-#include "algorithms/operation_context.h"
+#include "algorithms/fan_primitives.h"
 
 namespace braid::algorithms {
 namespace {
 
-constexpr size_t kRecvWindow = 8;
+constexpr size_t kWindow = 8;
 
 }  // namespace
 
 Status BinomialBroadcast(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                          size_t count, DataType type, int root) {
   const size_t elem = DataTypeSize(type);
-  const int n = ctx.size;
-  const bool is_root = ctx.rank == root;
   if (count == 0) return Status::Ok();
-  const char* in = static_cast<const char*>(sendbuf);
-  char* out = static_cast<char*>(recvbuf);
-  if (n == 1) {
-    if (in != out) std::memcpy(out, in, count * elem);
+  if (ctx.size == 1) {
+    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * elem);
     return Status::Ok();
   }
 
-  const BinomialTree tree = MakeBinomialTree(ctx.rank, n, root);
-  const int parent = tree.parent;
-  const std::vector<int>& children = tree.children;
-
-  transport::Connection* up = nullptr;
-  if (parent >= 0) {
-    BRAID_ASSIGN_OR_RETURN(up, ctx.connection(parent));
-  }
-  std::vector<transport::Connection*> down;
-  for (int child : children) {
-    BRAID_ASSIGN_OR_RETURN(transport::Connection * c, ctx.connection(child));
-    down.push_back(c);
-  }
-
-  const size_t chunk_elems = std::max<size_t>(1, ctx.chunk_bytes / elem);
-  const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
-  auto chunk_len = [&](size_t c) { return std::min(chunk_elems, count - c * chunk_elems); };
-  // The root sends from sendbuf (copied into recvbuf at the end, overlapping the sends).
-  const char* source = is_root ? in : out;
-  auto fail = [&](const Status& status, const char* what, int peer) {
-    CollectiveArgs call;  // as errors name it: only the fields OperationContext reads
-    call.kind = Collective::kBroadcast;
-    call.count = count;
-    call.type = type;
-    call.root = root;
-    return WithOperationContext(status, ctx, call, "binomial", what, peer);
-  };
-
-  std::deque<transport::RequestPtr> recvs;
-  size_t posted = 0;
-  auto post_recvs = [&](size_t limit) {
-    for (; up != nullptr && posted < std::min(limit, chunks); ++posted) {
-      recvs.push_back(up->PostRecv(out + posted * chunk_elems * elem, chunk_len(posted) * elem,
-                                   MessageTag(ctx.sequence, posted)));
-    }
-  };
-  std::vector<std::deque<transport::RequestPtr>> sends(down.size());
-  post_recvs(kRecvWindow);
-  for (size_t c = 0; c < chunks; ++c) {
-    if (up != nullptr) {
-      Status status = recvs.front()->Wait(ctx.deadline);
-      if (!status.ok()) return fail(status, "receiving from", parent);
-      recvs.pop_front();
-      post_recvs(c + 1 + kRecvWindow);
-    }
-    for (size_t k = 0; k < down.size(); ++k) {
-      sends[k].push_back(down[k]->PostSend(source + c * chunk_elems * elem, chunk_len(c) * elem,
-                                           MessageTag(ctx.sequence, c)));
-      while (!sends[k].empty() && sends[k].front()->Test() && sends[k].front()->status().ok()) {
-        sends[k].pop_front();
-      }
+  CollectiveArgs args;  // as errors name it: only the fields OperationContext reads
+  args.kind = Collective::kBroadcast;
+  args.count = count;
+  args.type = type;
+  args.root = root;
+  FanPrimitives prims(ctx, args, "binomial", {kWindow});
+  const BinomialTree tree = MakeBinomialTree(ctx.rank, ctx.size, root);
+  BRAID_RETURN_IF_ERROR(prims.Connect(tree.parent));
+  BRAID_RETURN_IF_ERROR(prims.Connect(tree.children));
+  const size_t chunks = prims.SliceCount(count);
+  for (size_t c = 0; c < chunks && prims.ok(); ++c) {
+    const Span chunk = prims.Slice(count, c);
+    if (tree.parent < 0) {
+      prims.Send(tree.children, sendbuf, chunk);
+    } else {
+      prims.RecvCopySend(tree.parent, recvbuf, tree.children, chunk);
     }
   }
-  if (is_root && in != out) std::memcpy(out, in, count * elem);
-  for (size_t k = 0; k < down.size(); ++k) {
-    for (const transport::RequestPtr& send : sends[k]) {
-      Status status = send->Wait(ctx.deadline);
-      if (!status.ok()) return fail(status, "sending to", children[k]);
-    }
-  }
-  return Status::Ok();
+  // The root sent from sendbuf; its own copy overlaps the sends still in flight.
+  if (tree.parent < 0 && sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * elem);
+  return prims.Finish();
 }
 
 Status RunBinomialBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {

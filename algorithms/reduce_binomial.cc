@@ -12,28 +12,26 @@
 // bit. Leaves send sendbuf as it is.
 //
 // Pipelining: the buffer is cut into chunks of ctx.chunk_bytes; chunk c goes up as soon as every
-// child's chunk c is folded in, so all levels work at once on large buffers. Receives land in a
-// ring of kRecvWindow scratch slots, posted ahead in the order they are consumed; non-root
-// accumulators live in kAccSlots scratch slots (the root accumulates in recvbuf), and a slot is
-// reused only after the send that read it completed. Message c on every edge is chunk c, tagged
-// MessageTag(sequence, c) on both sides.
+// child's chunk c is folded in, so all levels work at once on large buffers. Written in fan
+// primitives (fan_primitives.h): per chunk a leaf sends its input (Send), an inner rank fans in
+// its children and sends the partial up (RecvReduceSend, accumulating in one of kAccSlots scratch
+// slots, each reused once the send that read it completed), and the root fans in into recvbuf
+// (RecvReduce: the complete result, kAvg divided there once). Children's chunks land in kWindow
+// scratch slots, posted ahead in the order they are folded. Message c on every edge is chunk c.
 #include "algorithms/reduce_binomial.h"
-
-#include "algorithms/binomial_tree.h"
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <vector>
 
+#include "algorithms/binomial_tree.h"
 #include "algorithms/cost_model.h"
-#include "algorithms/operation_context.h"
-#include "kernels/cpu/reduce.h"
+#include "algorithms/fan_primitives.h"
 
 namespace braid::algorithms {
 namespace {
 
-constexpr size_t kRecvWindow = 4;
+constexpr size_t kWindow = 4;
 constexpr size_t kAccSlots = 4;
 
 }  // namespace
@@ -41,91 +39,37 @@ constexpr size_t kAccSlots = 4;
 Status BinomialReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                       size_t count, DataType type, ReduceOp op, int root) {
   const size_t elem = DataTypeSize(type);
-  const int n = ctx.size;
-  const bool is_root = ctx.rank == root;
   if (count == 0) return Status::Ok();
-  const char* in = static_cast<const char*>(sendbuf);
-  char* out = static_cast<char*>(recvbuf);
-  if (n == 1) {
-    if (in != out) std::memcpy(out, in, count * elem);
+  if (ctx.size == 1) {
+    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * elem);
     return Status::Ok();  // an average over one rank is the value itself
   }
 
-  const BinomialTree tree = MakeBinomialTree(ctx.rank, n, root);
-  const int parent = tree.parent;
+  const BinomialTree tree = MakeBinomialTree(ctx.rank, ctx.size, root);
   // Smallest subtree first: it finishes first, so its data is reduced while bigger ones arrive.
+  // The fold order (own value, then the children in this order) is the same on every run.
   const std::vector<int> children(tree.children.rbegin(), tree.children.rend());
-
-  transport::Connection* up = nullptr;
-  if (parent >= 0) {
-    BRAID_ASSIGN_OR_RETURN(up, ctx.connection(parent));
-  }
-  std::vector<transport::Connection*> down;
-  for (int child : children) {
-    BRAID_ASSIGN_OR_RETURN(transport::Connection * c, ctx.connection(child));
-    down.push_back(c);
-  }
-
-  const size_t chunk_elems = std::min(count, std::max<size_t>(1, ctx.chunk_bytes / elem));
-  const size_t chunks = (count + chunk_elems - 1) / chunk_elems;
-  const size_t slot_bytes = chunk_elems * elem;
-  auto chunk_len = [&](size_t c) { return std::min(chunk_elems, count - c * chunk_elems); };
-  const bool needs_acc = !is_root && !children.empty();
-  char* scratch = children.empty() ? nullptr
-                                   : static_cast<char*>(ctx.scratch(
-                                         (kRecvWindow + (needs_acc ? kAccSlots : 0)) * slot_bytes));
-  char* recv_slots = scratch;
-  char* acc_slots = needs_acc ? scratch + kRecvWindow * slot_bytes : nullptr;
-  auto fail = [&](const Status& status, const char* what, int peer) {
-    const CollectiveArgs call{Collective::kReduce, sendbuf, recvbuf, count, type, op, root};
-    return WithOperationContext(status, ctx, call, "binomial", what, peer);
-  };
-
-  // Receives are numbered j = c * children + k and consumed in that order.
-  const size_t total_recvs = chunks * children.size();
-  std::vector<transport::RequestPtr> recvs(kRecvWindow);
-  size_t posted = 0;
-  auto post_recvs = [&](size_t limit) {
-    for (; posted < std::min(limit, total_recvs); ++posted) {
-      size_t c = posted / children.size(), k = posted % children.size();
-      recvs[posted % kRecvWindow] = down[k]->PostRecv(recv_slots + (posted % kRecvWindow) * slot_bytes,
-                                                      chunk_len(c) * elem,
-                                                      MessageTag(ctx.sequence, c));
-    }
-  };
-  std::vector<transport::RequestPtr> sends(kAccSlots);  // by chunk % kAccSlots
-  auto wait_send = [&](size_t slot) -> Status {
-    if (sends[slot] == nullptr) return Status::Ok();
-    Status status = sends[slot]->Wait(ctx.deadline);
-    sends[slot] = nullptr;
-    return status.ok() ? status : fail(status, "sending to", parent);
-  };
-
-  post_recvs(kRecvWindow);
-  for (size_t c = 0; c < chunks; ++c) {
-    const size_t offset = c * chunk_elems * elem, len = chunk_len(c);
-    const char* acc = in + offset;  // leaves send their input as it is
-    if (!children.empty()) {
-      char* target = is_root ? out + offset : acc_slots + (c % kAccSlots) * slot_bytes;
-      BRAID_RETURN_IF_ERROR(wait_send(c % kAccSlots));  // the slot's previous send read it
-      for (size_t k = 0; k < children.size(); ++k) {
-        size_t j = c * children.size() + k;
-        Status status = recvs[j % kRecvWindow]->Wait(ctx.deadline);
-        if (!status.ok()) return fail(status, "receiving from", children[k]);
-        kernels::ReduceInto(type, op, target, k == 0 ? in + offset : target,
-                            recv_slots + (j % kRecvWindow) * slot_bytes, len);
-        post_recvs(j + 1 + kRecvWindow);  // slot j % kRecvWindow is free again
-      }
-      acc = target;
-      if (is_root && op == ReduceOp::kAvg) kernels::DivideInPlace(type, target, len, n);
-    }
-    if (up != nullptr) {
-      BRAID_RETURN_IF_ERROR(wait_send(c % kAccSlots));
-      sends[c % kAccSlots] = up->PostSend(acc, len * elem, MessageTag(ctx.sequence, c));
+  const CollectiveArgs args{Collective::kReduce, sendbuf, recvbuf, count, type, op, root};
+  FanPrimitives::Options options;
+  options.window = kWindow;
+  // Slots no longer than the buffer: a small reduce takes little scratch.
+  options.slot_elems = std::min(count, std::max<size_t>(1, ctx.chunk_bytes / elem));
+  options.acc_slots = tree.parent >= 0 ? kAccSlots : 0;
+  FanPrimitives prims(ctx, args, "binomial", options);
+  BRAID_RETURN_IF_ERROR(prims.Connect(tree.parent));
+  BRAID_RETURN_IF_ERROR(prims.Connect(children));
+  const size_t chunks = prims.SliceCount(count);
+  for (size_t c = 0; c < chunks && prims.ok(); ++c) {
+    const Span chunk = prims.Slice(count, c);
+    if (children.empty()) {
+      prims.Send(tree.parent, sendbuf, chunk);  // a leaf's partial is its input
+    } else if (tree.parent >= 0) {
+      prims.RecvReduceSend(children, nullptr, sendbuf, tree.parent, chunk);
+    } else {
+      prims.RecvReduce(children, recvbuf, sendbuf, chunk);
     }
   }
-  for (size_t slot = 0; slot < kAccSlots; ++slot) BRAID_RETURN_IF_ERROR(wait_send(slot));
-  return Status::Ok();
+  return prims.Finish();
 }
 
 Status RunBinomialReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
