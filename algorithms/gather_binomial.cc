@@ -17,20 +17,19 @@
 // is elements [j*s, (j+1)*s) of every block (a gather of s elements on its own), with s =
 // chunk_bytes per block lowered so n*s elements fit kMaxScratchBytes.
 //
-// Tags: the message from child c in slice j is number j*levels + log2(lowbit(c)) on both sides.
+// Written in fan primitives (fan_primitives.h): per slice, a fan-in without reduction (one Recv
+// per child, all posted at once, into the child's place of the packed subtree), then one Send of
+// the whole subtree to the parent; the slice is flushed before the next one reuses scratch.
+// Message j of every edge is slice j.
 #include <algorithm>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/fan_primitives.h"
 #include "algorithms/gather.h"
-#include "algorithms/operation_context.h"
 
 namespace braid::algorithms {
 namespace {
-
-constexpr const char* kName = "binomial";  // in error messages
 
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;
 
@@ -40,12 +39,6 @@ int LowBit(int v, int n) {
   int bit = 1;
   while (bit < n) bit <<= 1;
   return bit;
-}
-
-int Log2(int power_of_two) {
-  int k = 0;
-  while ((1 << k) < power_of_two) ++k;
-  return k;
 }
 
 }  // namespace
@@ -67,57 +60,42 @@ Status BinomialGather(const CollectiveContext& ctx, const CollectiveArgs& args) 
   const int v = (ctx.rank - root + n) % n;
   const int low = LowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
-  const int levels = Log2(LowBit(0, n));
   const bool leaf = subtree == 1;
-  const int parent = (v - low + root + n) % n;  // only for v != 0
+  const int parent = v == 0 ? -1 : (v - low + root + n) % n;
 
   size_t per_block = std::min(ctx.chunk_bytes, kMaxScratchBytes / n);
   const size_t slice_elems = std::min(count, std::max<size_t>(1, per_block / elem));
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   char* scratch = leaf ? nullptr : static_cast<char*>(ctx.scratch(subtree * slice_elems * elem));
 
-  std::vector<std::pair<int, transport::RequestPtr>> receives;  // (child's real rank, request)
-  for (size_t j = 0; j < slices; ++j) {
+  FanPrimitives::Options options;
+  options.window = 32;  // every child's receive of a slice at once (a rank has < 32 children)
+  FanPrimitives prims(ctx, args, "binomial", options);
+  for (size_t j = 0; j < slices && prims.ok(); ++j) {
     const size_t first = j * slice_elems;
-    const size_t len = std::min(slice_elems, count - first);
-    const size_t slot = len * elem;  // one block's slice; packed subtrees use this stride
-    receives.clear();
+    const size_t len = std::min(slice_elems, count - first);  // one block's slice, the stride
     for (int m = 1; m < low && v + m < n; m <<= 1) {
-      const int child = (v + m + root) % n;
-      const size_t bytes = std::min(m, n - (v + m)) * slot;
-      auto connection = ctx.connection(child);
-      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
-      receives.emplace_back(
-          child, connection.value()->PostRecv(scratch + m * slot, bytes,
-                                              MessageTag(ctx.sequence, j * levels + Log2(m))));
+      const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
+      prims.Recv((v + m + root) % n, scratch, Span{m * len, blocks * len});
     }
-    if (!leaf) std::memcpy(scratch, in + first * elem, slot);
-    for (auto& [child, request] : receives) {
-      Status status = request->Wait(ctx.deadline);
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "receiving from", child);
-      }
-    }
+    if (!leaf) std::memcpy(scratch, in + first * elem, len * elem);
     if (v != 0) {
-      auto connection = ctx.connection(parent);
-      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
-      const char* data = leaf ? in + first * elem : scratch;
-      Status status =
-          connection.value()
-              ->PostSend(data, subtree * slot, MessageTag(ctx.sequence, j * levels + Log2(low)))
-              ->Wait(ctx.deadline);
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "sending to", parent);
+      if (leaf) {
+        prims.Send(parent, in, Span{first, len});
+      } else {
+        prims.Send(parent, scratch, Span{0, subtree * len});
       }
+      BRAID_RETURN_IF_ERROR(prims.Flush());  // scratch is reused by the next slice
       continue;
     }
+    BRAID_RETURN_IF_ERROR(prims.Flush());
     for (int i = 0; i < n; ++i) {
       char* target = out + ((i + root) % n) * block + first * elem;
       if (i == 0 && in == out + root * block) continue;  // in place: already there
-      std::memcpy(target, scratch + i * slot, slot);
+      std::memcpy(target, scratch + i * len * elem, len * elem);
     }
   }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 // Priced by work (cost::RootedCall says why not the tree's ceil(log2 n) steps): see

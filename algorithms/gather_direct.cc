@@ -7,56 +7,38 @@
 // are no extra copies and no scratch. The price is latency that grows with n at the root (n-1
 // messages to process) — for small blocks the binomial tree (gather_binomial.cc) is cheaper.
 //
+// Written in fan primitives (fan_primitives.h): a fan-in without reduction, one Recv per peer
+// into its block with a window of n-1 so all are posted at once, and a Send from each non-root.
 // Tags: the only message of each pair is number 0.
+#include <algorithm>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include "algorithms/cost_model.h"
+#include "algorithms/fan_primitives.h"
 #include "algorithms/gather.h"
-#include "algorithms/operation_context.h"
 
 namespace braid::algorithms {
-namespace {
-
-constexpr const char* kName = "direct";  // in error messages
-
-}  // namespace
 
 Status DirectGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  const size_t block = args.count * DataTypeSize(args.type);
+  const size_t count = args.count;
+  const size_t block = count * DataTypeSize(args.type);
   const int n = ctx.size;
   const int root = args.root;
-  if (args.count == 0) return Status::Ok();
-  const uint64_t tag = MessageTag(ctx.sequence, 0);
-
+  if (count == 0) return Status::Ok();
+  FanPrimitives::Options options;
+  options.window = static_cast<size_t>(std::max(1, n - 1));
+  FanPrimitives prims(ctx, args, "direct", options);
   if (ctx.rank != root) {
-    BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx.connection(root));
-    Status status = connection->PostSend(args.sendbuf, block, tag)->Wait(ctx.deadline);
-    if (!status.ok()) {
-      return WithOperationContext(status, ctx, args, kName, "sending to", root);
-    }
-    return Status::Ok();
+    prims.Send(root, args.sendbuf, Span{0, count});
+    return prims.Finish();
   }
-
   char* out = static_cast<char*>(args.recvbuf);
-  std::vector<transport::RequestPtr> receives(n);
   for (int peer = 0; peer < n; ++peer) {
-    if (peer == root) continue;
-    auto connection = ctx.connection(peer);
-    if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
-    receives[peer] = connection.value()->PostRecv(out + peer * block, block, tag);
+    if (peer != root) prims.Recv(peer, out, Span{static_cast<size_t>(peer) * count, count});
   }
   // In place, the root's block already sits at its offset.
   if (args.sendbuf != out + root * block) std::memmove(out + root * block, args.sendbuf, block);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == root) continue;
-    Status status = receives[peer]->Wait(ctx.deadline);
-    if (!status.ok()) {
-      return WithOperationContext(status, ctx, args, kName, "receiving from", peer);
-    }
-  }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 // Priced by work (cost::RootedCall says why not the root's n-1 message steps): see

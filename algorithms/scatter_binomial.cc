@@ -17,20 +17,19 @@
 // is elements [j*s, (j+1)*s) of every block (a scatter of s elements on its own), with s =
 // chunk_bytes per block lowered so n*s elements fit kMaxScratchBytes.
 //
-// Tags: the message to child c in slice j is number j*levels + log2(lowbit(c)) on both sides.
+// Written in fan primitives (fan_primitives.h): per slice, one Recv of the subtree from the
+// parent, then a fan-out (one Send per child, largest subtree first, from the child's place of
+// the packed subtree) and a Copy of the own block, all in order once the receive landed; the
+// slice is flushed before the next one reuses scratch. Message j of every edge is slice j.
 #include <algorithm>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include "algorithms/cost_model.h"
-#include "algorithms/operation_context.h"
+#include "algorithms/fan_primitives.h"
 #include "algorithms/scatter.h"
 
 namespace braid::algorithms {
 namespace {
-
-constexpr const char* kName = "binomial";  // in error messages
 
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;
 
@@ -40,12 +39,6 @@ int LowBit(int v, int n) {
   int bit = 1;
   while (bit < n) bit <<= 1;
   return bit;
-}
-
-int Log2(int power_of_two) {
-  int k = 0;
-  while ((1 << k) < power_of_two) ++k;
-  return k;
 }
 
 }  // namespace
@@ -67,7 +60,6 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   const int v = (ctx.rank - root + n) % n;
   const int low = LowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
-  const int levels = Log2(LowBit(0, n));
   const bool leaf = subtree == 1;
   const int parent = (v - low + root + n) % n;  // only for v != 0
 
@@ -76,49 +68,32 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   char* scratch = leaf ? nullptr : static_cast<char*>(ctx.scratch(subtree * slice_elems * elem));
 
-  std::vector<std::pair<int, transport::RequestPtr>> sends;  // (child's real rank, request)
-  for (size_t j = 0; j < slices; ++j) {
+  FanPrimitives prims(ctx, args, "binomial");
+  for (size_t j = 0; j < slices && prims.ok(); ++j) {
     const size_t first = j * slice_elems;
-    const size_t len = std::min(slice_elems, count - first);
-    const size_t slot = len * elem;  // one block's slice; packed subtrees use this stride
+    const size_t len = std::min(slice_elems, count - first);  // one block's slice, the stride
     if (v == 0) {
       for (int i = 0; i < n; ++i) {
-        std::memcpy(scratch + i * slot, in + ((i + root) % n) * block + first * elem, slot);
+        std::memcpy(scratch + i * len * elem, in + ((i + root) % n) * block + first * elem,
+                    len * elem);
       }
+    } else if (leaf) {
+      prims.Recv(parent, out, Span{first, len});
     } else {
-      auto connection = ctx.connection(parent);
-      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
-      char* target = leaf ? out + first * elem : scratch;
-      Status status =
-          connection.value()
-              ->PostRecv(target, subtree * slot, MessageTag(ctx.sequence, j * levels + Log2(low)))
-              ->Wait(ctx.deadline);
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "receiving from", parent);
-      }
+      prims.Recv(parent, scratch, Span{0, subtree * len});
     }
-    sends.clear();
     for (int m = LowBit(0, n) / 2; m >= 1; m >>= 1) {
       if (m >= low || v + m >= n) continue;
-      const int child = (v + m + root) % n;
-      const size_t bytes = std::min(m, n - (v + m)) * slot;
-      auto connection = ctx.connection(child);
-      if (!connection.ok()) return WithOperationContext(connection.status(), ctx, args, kName);
-      sends.emplace_back(
-          child, connection.value()->PostSend(scratch + m * slot, bytes,
-                                              MessageTag(ctx.sequence, j * levels + Log2(m))));
+      const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
+      prims.Send((v + m + root) % n, scratch, Span{m * len, blocks * len});
     }
     // The own block: leaves received it in place; the root in place already has it.
-    if (!leaf && !(v == 0 && out == in + root * block))
-      std::memcpy(out + first * elem, scratch, slot);
-    for (auto& [child, request] : sends) {
-      Status status = request->Wait(ctx.deadline);  // scratch is reused by the next slice
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "sending to", child);
-      }
+    if (!leaf && !(v == 0 && out == in + root * block)) {
+      prims.Copy(out + first * elem, scratch, Span{0, len});
     }
+    BRAID_RETURN_IF_ERROR(prims.Flush());  // scratch is reused by the next slice
   }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 // Priced by work (cost::RootedCall says why not the tree's ceil(log2 n) steps): see
