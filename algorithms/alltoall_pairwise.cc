@@ -20,20 +20,22 @@
 // chunk_bytes per block, lowered so that n*s stays within kMaxScratchBytes: scratch is bounded
 // however large the blocks are.
 //
-// Tags: message (slice j, round k) is number j*(n-1) + k-1 on both sides.
+// Written in fan primitives (fan_primitives.h): each round is a pairwise exchange, a Send to
+// (r+k) mod n and a Recv from (r-k) mod n. Moves run in call order, so the sends of the first
+// kWindow rounds are issued first and every later round's send after the receive kWindow rounds
+// before it: kWindow rounds stay in flight, and no rank waits for a receive before the sends its
+// partners wait for. In place, the slice is flushed before the next one restages scratch.
+// Message j of every pair is slice j.
 #include "algorithms/alltoall_pairwise.h"
 
 #include <algorithm>
 #include <cstring>
-#include <string>
-#include <vector>
 
-#include "algorithms/operation_context.h"
+#include "algorithms/fan_primitives.h"
 
 namespace braid::algorithms {
 namespace {
 
-constexpr const char* kName = "pairwise";              // in error messages
 constexpr size_t kWindow = 4;                          // rounds in flight
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;  // in-place staging, all blocks
 
@@ -62,54 +64,36 @@ Status PairwiseAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   const size_t rounds = static_cast<size_t>(n - 1);
 
-  struct Round {
-    transport::RequestPtr recv, send;
-  };
-  std::vector<Round> posted(rounds + 1);
-  for (size_t j = 0; j < slices; ++j) {
+  FanPrimitives::Options options;
+  options.window = kWindow;
+  FanPrimitives prims(ctx, args, "pairwise", options);
+  for (size_t j = 0; j < slices && prims.ok(); ++j) {
     const size_t first = j * slice_elems;
-    const size_t bytes = std::min(slice_elems, count - first) * elem;
+    const size_t len = std::min(slice_elems, count - first);
     if (in_place) {
       for (int b = 0; b < n; ++b) {
-        if (b != r)
-          std::memcpy(staging + b * slice_elems * elem, out + b * block + first * elem, bytes);
+        if (b != r) {
+          std::memcpy(staging + b * slice_elems * elem, out + b * block + first * elem, len * elem);
+        }
       }
     }
-    auto post = [&](size_t k) -> Status {
-      const int to = static_cast<int>((r + k) % n);
-      const int from = static_cast<int>((r + n - k) % n);
-      const uint64_t tag = MessageTag(ctx.sequence, j * rounds + k - 1);
-      BRAID_ASSIGN_OR_RETURN(transport::Connection * source, ctx.connection(from));
-      BRAID_ASSIGN_OR_RETURN(transport::Connection * target, ctx.connection(to));
-      posted[k].recv = source->PostRecv(out + from * block + first * elem, bytes, tag);
-      const char* data =
-          in_place ? staging + to * slice_elems * elem : in + to * block + first * elem;
-      posted[k].send = target->PostSend(data, bytes, tag);
-      return Status::Ok();
+    auto send = [&](size_t k) {
+      const size_t to = (r + k) % n;
+      if (in_place) {
+        prims.Send(static_cast<int>(to), staging, Span{to * slice_elems, len});
+      } else {
+        prims.Send(static_cast<int>(to), in, Span{to * count + first, len});
+      }
     };
-    for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) {
-      Status status = post(k);
-      if (!status.ok()) return WithOperationContext(status, ctx, args, kName);
-    }
+    for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) send(k);
     for (size_t k = 1; k <= rounds; ++k) {
-      Status status = posted[k].recv->Wait(ctx.deadline);
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "receiving from",
-                                    static_cast<int>((r + n - k) % n));
-      }
-      status = posted[k].send->Wait(ctx.deadline);
-      if (!status.ok()) {
-        return WithOperationContext(status, ctx, args, kName, "sending to",
-                                    static_cast<int>((r + k) % n));
-      }
-      posted[k] = Round{};
-      if (k + kWindow <= rounds) {
-        status = post(k + kWindow);
-        if (!status.ok()) return WithOperationContext(status, ctx, args, kName);
-      }
+      const size_t from = (r + n - k) % n;
+      prims.Recv(static_cast<int>(from), out, Span{from * count + first, len});
+      if (k + kWindow <= rounds) send(k + kWindow);
     }
+    if (in_place) BRAID_RETURN_IF_ERROR(prims.Flush());  // staging is refilled by the next slice
   }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 // (n-1)·α + (n-1)/n·bytes·β: n-1 rounds, each moving one block each way over every rank's link.
