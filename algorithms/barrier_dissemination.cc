@@ -9,13 +9,13 @@
 // hot spot as in gather-then-broadcast). Each round's receive is posted before its send, and a
 // round starts only once the previous round's message arrived — that wait is the barrier.
 //
-// Tags: round k is message number k.
+// Written in fan primitives (fan_primitives.h): round k is Signal((r + d) mod n) then
+// Await((r - d) mod n); moves run in call order, so round k+1's signal leaves only once round k's
+// arrived, while its receive is already posted (one ahead). Each pair meets in at most one round,
+// so every message is number 0 of its pair.
 #include "algorithms/barrier_dissemination.h"
 
-#include <string>
-#include <vector>
-
-#include "algorithms/operation_context.h"
+#include "algorithms/fan_primitives.h"
 
 namespace braid::algorithms {
 
@@ -23,36 +23,16 @@ Status DisseminationBarrier(const CollectiveContext& ctx, const CollectiveArgs&)
   const int n = ctx.size;
   const int r = ctx.rank;
   if (n == 1) return Status::Ok();
-  // "rank 3: barrier #2 (dissemination)", whatever the caller's args say besides.
-  auto describe = [&] {
-    CollectiveArgs barrier;
-    barrier.kind = Collective::kBarrier;
-    return OperationContext(ctx, barrier, "dissemination");
-  };
-  char token = 0;  // zero bytes move; transports still get a valid address
-  std::vector<std::pair<int, transport::RequestPtr>> sends;
-  for (int k = 0, d = 1; d < n; ++k, d <<= 1) {
-    const int to = (r + d) % n;
-    const int from = (r - d + n) % n;
-    const uint64_t tag = MessageTag(ctx.sequence, k);
-    auto source = ctx.connection(from);
-    if (!source.ok()) return source.status().WithContext(describe());
-    auto target = ctx.connection(to);
-    if (!target.ok()) return target.status().WithContext(describe());
-    transport::RequestPtr recv = source.value()->PostRecv(&token, 0, tag);
-    sends.emplace_back(to, target.value()->PostSend(&token, 0, tag));
-    Status status = recv->Wait(ctx.deadline);
-    if (!status.ok()) {
-      return status.WithContext(describe() + ": round " + std::to_string(k) +
-                                ", waiting for rank " + std::to_string(from));
-    }
+  CollectiveArgs barrier;  // "rank 3: barrier #2 (dissemination)", whatever the caller's args say
+  barrier.kind = Collective::kBarrier;
+  FanPrimitives::Options options;
+  options.window = 1;  // a round's receive is posted when the round before it has ended
+  FanPrimitives prims(ctx, barrier, "dissemination", options);
+  for (int d = 1; d < n && prims.ok(); d <<= 1) {
+    prims.Signal((r + d) % n);
+    prims.Await((r - d + n) % n);
   }
-  for (auto& [to, request] : sends) {
-    Status status = request->Wait(ctx.deadline);
-    if (!status.ok())
-      return status.WithContext(describe() + ": sending to rank " + std::to_string(to));
-  }
-  return Status::Ok();
+  return prims.Finish();
 }
 
 // ⌈log2 n⌉·α: one empty message per round.
