@@ -14,8 +14,10 @@
 namespace braid::algorithms {
 
 // Link parameters the cost model is evaluated with (algorithms/cost_model.h has the building
-// blocks, docs/ALGORITHMS.md every formula). One model per transport, measured on the
-// development hosts (2 vCPU KVM guests) with bench/calibrate; see DefaultLinkModel below.
+// blocks, docs/ALGORITHMS.md every formula). A communicator's model comes from the calibration
+// (algorithms/calibration.h: a file bench/calibrate writes, else the built-in table measured on
+// the development VMs), one per transport; the initializers below are only round placeholders of
+// the right order, for tests and tools that need some model and set what they study.
 struct LinkModel {
   double latency_us = 10.0;     // per message step (alpha)
   double bandwidth_gbps = 1.0;  // per link while every rank sends, GB/s (1/beta)
@@ -26,14 +28,11 @@ struct LinkModel {
   // each chunk is in the cache and stay at reduce_gbps.
   double cache_bytes = 16.0 * 1024 * 1024;
   double memory_reduce_gbps = 4.5;
-  // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete):
-  // about an 8-byte exchange on shared memory (0.4-0.6 us measured at 2 ranks before the per-call
-  // work; DefaultLinkModel gives shm with a core per rank 0.25).
+  // Fixed cost of one pipelined chunk message beyond its step's latency (post, match, complete).
   double message_us = 0.5;
   // Fixed cost per call of an algorithm built from the pipelined primitives (ring, tree): the
-  // FIFOs and per-step bookkeeping that a plain exchange does not set up. Measured at 2 ranks,
-  // 8 bytes, where ring and rhd make the same two exchanges: 0.83 against 0.51 us
-  // (docs/perf/select_check_all_confirmed_2026-11-23_1628.json); it decides their tie at 2 ranks.
+  // FIFOs and per-step bookkeeping that a plain exchange does not set up. It decides the tie of
+  // ring and rhd at 2 ranks, where both make the same two exchanges.
   double pipeline_us = 0.3;
   // Whether the transport combines a received message with the receiver's own data as it lands
   // (Connection::ReducesOnReceive, shared memory). A reducing exchange then makes no separate
@@ -50,53 +49,10 @@ struct LinkModel {
   double ranks_per_cpu = 1.0;
   // Fixed cost of each message a rank has in flight at once in one step, beyond the step's
   // latency: what a direct algorithm pays n-1 times per rank where a tree pays one message per
-  // step. Fitted to the direct allreduce against rd (docs/ALGORITHMS.md, allreduce): 1 us on
-  // shared memory, 12 us over TCP, where a loopback send delivers the message (and wakes the
-  // receiver) in the sender's own time slice.
+  // step (larger over TCP, where a loopback send delivers the message, and wakes the receiver,
+  // in the sender's own time slice).
   double fan_out_us = 1.0;
 };
-
-// The measured model of `transport` ("shm", "tcp"; any other name gets TCP's, which is also what
-// a default-constructed LinkModel holds).
-//
-// Measured 2026-11-23 on the development VM (2 vCPU KVM, shared with other builds, so every run
-// under `nice -n -19` and the best of 40 short rounds), 2 ranks as processes:
-//   bazel build //bench:calibrate
-//   BRAID_TRANSPORTS=shm nice -n -19 bazel-bin/bench/calibrate
-//   BRAID_TRANSPORTS=tcp nice -n -19 bazel-bin/bench/calibrate
-//            one step (us)   exchange GB/s   one-way GB/s   reduce GB/s (512 KiB / 64 MiB)
-//   shm      0.9 - 9          1.0 - 1.7       1.6 - 3.2      18 - 36 / 4 - 5
-//   tcp      10 - 40          0.6 - 1.1       1.3 - 2.6      20 - 39 / 3 - 8
-// The cache budget is half the development hosts' L3 (32 MiB, lscpu): rings, scratch slots and
-// the other programs of the host hold the rest (2 ranks: rhd still won at 2 x 2 x 4 MiB, ring at
-// 2 x 2 x 8 MiB). The memory rate is the 64 MiB reduce rate above (both transports reduce with
-// the same CPU loops). The step latency of shared memory depends on whether every rank has a core:
-// ~0.35 us (latency + message; an 8-byte exchange measured 0.31-0.33 us since the per-call fast
-// path) when it does, ~8 us when ranks take turns on the cores (the high end of the table).
-// The step time swings with the load of the machine (whether a waiting rank keeps its core or
-// sleeps); the values below are the ones that place the measured crossovers right with
-// bench/select_check.py (docs/ALGORITHMS.md, "Selection check"): latency within the measured
-// range, bandwidth the exchange rate (every rank sends at once in every collective), reduction
-// the cache-resident rate (pipelined algorithms reduce chunk by chunk).
-// `oversubscribed`: some host runs more ranks than it has CPUs; `ranks_per_cpu`: how many on the
-// busiest host (only read when oversubscribed; the default is the development hosts' 4 ranks on
-// 2 CPUs).
-inline LinkModel DefaultLinkModel(const char* transport, bool oversubscribed = true,
-                                  double ranks_per_cpu = 2.0) {
-  const std::string name = transport == nullptr ? "" : transport;
-  LinkModel link = name == "shm" ? LinkModel{oversubscribed ? 8.0 : 0.1, 1.5, 20.0}
-                                  : LinkModel{10.0, 1.0, 20.0};
-  link.shared_cores = oversubscribed;
-  link.ranks_per_cpu = oversubscribed && ranks_per_cpu > 1.0 ? ranks_per_cpu : 1.0;
-  link.fan_out_us = name == "shm" ? 1.0 : 12.0;
-  if (name == "shm") {
-    link.reduces_on_receive = true;
-    // A core per rank: one exchange step (latency + message) is an 8-byte rd allreduce,
-    // 0.31-0.33 us at 2 ranks (select_check, 16:28); bench/calibrate's step_latency_us 0.24.
-    if (!oversubscribed) link.message_us = 0.25;
-  }
-  return link;
-}
 
 using AlgorithmFn = Status (*)(const CollectiveContext& ctx, const CollectiveArgs& args);
 // Predicted time in microseconds for `bytes` (CollectiveArgs::MessageBytes) on `nranks` ranks.

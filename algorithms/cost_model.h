@@ -3,9 +3,10 @@
 //
 // The model is the usual alpha-beta-gamma one: a message step costs link.latency_us (alpha),
 // moving B bytes costs B / link.bandwidth_gbps (beta), reducing B bytes costs
-// B / link.reduce_gbps (gamma). LinkModel's defaults (algorithms/algorithm.h) were measured on the
-// development hosts with bench/calibrate; docs/ALGORITHMS.md lists every formula and the
-// selection check that validates them against measured times.
+// B / link.reduce_gbps (gamma). The numbers come from the calibration (algorithms/calibration.h:
+// measured by bench/calibrate); nothing here is a measured constant. docs/ALGORITHMS.md lists
+// every formula and the selection check that validates them against measured times, with the
+// measurements behind each term below.
 #pragma once
 
 #include <algorithm>
@@ -26,9 +27,9 @@ inline double Reduce(const LinkModel& link, double bytes) { return bytes / 1e3 /
 // Microseconds to reduce `bytes` in whole-buffer steps (non-pipelined algorithms) on a job of
 // `n` ranks whose buffers are `message_bytes` each: at memory speed once the job's send and
 // receive buffers outgrow the shared cache. Why it matters: without it, recursive
-// halving-doubling always beats the ring on powers of two (fewer steps, the same bytes), while on
-// the development hosts the ring measured 10-25% faster once 2 n message_bytes passed the 32 MiB
-// L3 (docs/ALGORITHMS.md, "Selection check").
+// halving-doubling always beats the ring on powers of two (fewer steps, the same bytes), while
+// the ring measured faster once the job's buffers passed the L3 (docs/ALGORITHMS.md, "Selection
+// check").
 inline double ReduceWhole(const LinkModel& link, int n, double message_bytes, double bytes) {
   const bool spills = 2.0 * n * message_bytes > link.cache_bytes;
   return bytes / 1e3 / (spills ? link.memory_reduce_gbps : link.reduce_gbps);
@@ -36,15 +37,14 @@ inline double ReduceWhole(const LinkModel& link, int n, double message_bytes, do
 
 // Microseconds to reduce `bytes` that arrive in a message (a non-pipelined algorithm's exchange).
 // Where the link reduces on receive and the ranks take turns on the cores, the reduction is fused
-// into the receive and priced at the cache rate whatever the buffers' size: measured at 4 ranks on
-// 2 cores, 8 and 32 MiB, rhd ran 8-33% ahead of the ring once its halving steps reduced on
-// receive (select_check 16:28, 20:45, 21:11, 21:41), where ReduceWhole's memory rate priced it
-// 12% behind. With a core per rank the ring keeps both ranks busy and overlaps its reduce-scatter
-// with its allgather chunk by chunk, while a whole-message step streams a buffer that outgrew the
-// cache from memory: at 2 ranks on a quiet machine the ring ran 11-14% ahead of rhd at 8 MiB and
-// 3-11% at 32 MiB in three checks, so ReduceWhole's price stands there (and wherever the message
-// lands in scratch first, to be reduced in a separate pass). On a loaded machine the 2-rank order
-// reverses (20:47: rhd 728 us against the ring's 1822 at 8 MiB); the model follows the quiet one.
+// into the receive and priced at the cache rate whatever the buffers' size: with ranks sharing
+// cores, rhd measured ahead of the ring beyond the cache once its halving steps reduced on
+// receive, where ReduceWhole's memory rate priced it behind. With a core per rank the ring keeps
+// both ranks busy and overlaps its reduce-scatter with its allgather chunk by chunk, while a
+// whole-message step streams a buffer that outgrew the cache from memory, so ReduceWhole's price
+// stands there (and wherever the message lands in scratch first, to be reduced in a separate
+// pass). The measurements: docs/ALGORITHMS.md, "Link models"; on a loaded machine the 2-rank
+// order reverses, and the model follows the quiet one.
 inline double ReduceWhileReceiving(const LinkModel& link, int n, double message_bytes,
                                    double bytes) {
   return link.reduces_on_receive && link.shared_cores ? Reduce(link, bytes)
@@ -57,10 +57,10 @@ constexpr double kChunkBytes = 512 * 1024;
 // `step_bytes`, each cut in chunks. Where the link reduces on receive the reduction is part of
 // every receive, so all of it counts (at the cache rate). Elsewhere chunk k is reduced while chunk
 // k+1 is in flight and only the last chunk of each step is exposed, while a non-pipelined step
-// (rhd, rd) reduces after its whole message landed. Measured over TCP at 2 ranks (select_check,
-// 21:15): the ring ahead of rhd from 2 MiB (2 MiB 541 vs 580 us, 8 MiB 2090 vs 2842), where the
-// model summing both reductions picked rhd by a few microseconds up to 4 MiB. (At 4 ranks the
-// ring also led at 2 MiB, 1341 vs 1957 us, with steps of one chunk: not modelled.)
+// (rhd, rd) reduces after its whole message landed. Why: over TCP at 2 ranks the ring measured
+// ahead of rhd from 2 MiB, where a model summing both reductions picked rhd up to 4 MiB
+// (docs/ALGORITHMS.md, allreduce). (At 4 ranks the ring also led at 2 MiB with steps of one
+// chunk: not modelled.)
 inline double PipelinedReduce(const LinkModel& link, double bytes, double step_bytes) {
   if (link.reduces_on_receive) return Reduce(link, bytes);
   const double chunks = step_bytes <= kChunkBytes ? 1.0 : std::ceil(step_bytes / kChunkBytes);
@@ -70,8 +70,8 @@ inline double PipelinedReduce(const LinkModel& link, double bytes, double step_b
 // Microseconds of per-message overhead for `steps` pipelined steps each moving `step_bytes` in
 // chunks (non-pipelined algorithms pay link.message_us once per step): what makes a pipelined
 // algorithm lose a tie to one that sends whole blocks once its steps take several chunks (at 2
-// ranks ring, tree and rhd move the same bytes in the same number of steps; at 2 MiB rhd measured
-// as fast as the ring or faster, the tree slowest).
+// ranks ring, tree and rhd move the same bytes in the same number of steps, and rhd measured as
+// fast as the ring or faster at 2 MiB, the tree slowest).
 inline double ChunkMessages(const LinkModel& link, int steps, double step_bytes) {
   const double chunks = step_bytes <= kChunkBytes ? 1.0 : std::ceil(step_bytes / kChunkBytes);
   return steps * chunks * link.message_us;
@@ -92,13 +92,11 @@ inline double Copy(const LinkModel& link, double bytes) { return bytes / 1e3 / l
 // root, so the root starts call k+1 as soon as its own part of call k is done, and back-to-back
 // calls overlap down the chain or tree. What bounds them is work, not latency: with a core per rank
 // the busiest rank's; when ranks take turns on the cores, everybody's, which the cores share.
-// Measured on the 2-core development VM (bench/select_check.py, 4 and 8 ranks over shared memory,
-// 2026-11-23): 0.5 us per 8-byte broadcast at 4 ranks while one message step costs 1-8 us; the
-// chain broadcast and reduce faster than the binomial trees at most sizes up to 2 MiB (by up to
-// 52%), where the path model picked the trees; the direct gather and scatter 1.5-3x faster than
-// the binomial ones below 128 KiB, where the path model picked the trees too. Every algorithm of
-// a rooted collective makes the same n-1 transfers, so by total work the trees only add (their
-// forwarding and packing). What this does not optimise is an isolated small call on many ranks,
+// With ranks sharing cores, back-to-back broadcasts measured far below one message step each,
+// and the chain (broadcast, reduce) and the direct exchange (gather, scatter) ran faster than the
+// binomial trees that a critical-path model picked (docs/ALGORITHMS.md, broadcast). Every
+// algorithm of a rooted collective makes the same n-1 transfers, so by total work the trees only
+// add (their forwarding and packing). What this does not optimise is an isolated small call on many ranks,
 // whose time is its path: BRAID_ALGO=<collective>:binomial forces the tree there.
 inline double RootedCall(const LinkModel& link, double busiest_rank, double all_ranks) {
   return link.shared_cores ? all_ranks : busiest_rank;

@@ -27,6 +27,9 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/algorithm_trials.h"
+// The link model a communicator's selector is built with: DefaultLinkModel, from the process's
+// calibration.
+#include "algorithms/calibration.h"
 #include "core/base/status.h"
 
 namespace braid::algorithms {
@@ -78,6 +81,9 @@ Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
 // a microsecond, and training loops repeat the same call. Every rank reuses an answer it would
 // recompute identically, so ranks still agree. For arguments on trial it remembers the trial, so
 // that a trial call costs no cost-model evaluation either (its calls may be sub-microsecond).
+//
+// `link` is the job's model (DefaultLinkModel, algorithms/calibration.h), fixed for the
+// communicator's life.
 //
 // Thread safety: none (the communicator calls it under its operation lock).
 class CachedSelector {

@@ -3,6 +3,10 @@
 // Written against the live registry: cases name algorithms of the tree family and ring allreduce,
 // which exist; properties that must hold for every algorithm (non-negative, size-monotonic costs)
 // walk the whole registry, so algorithms added later are checked too.
+//
+// Every model here is synthetic (Synthetic, AlphaBeta): the cases check the model's logic (the
+// cheapest wins, crossovers where the formulas put them, monotonicity), never this machine's
+// calibrated crossovers, which bench/select_check.py checks against measured times.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -52,6 +56,37 @@ const char* Pick(Collective kind, size_t bytes, int nranks, const AlgorithmPolic
   INFO(chosen.status().ToString());
   REQUIRE(chosen.ok());
   return chosen.value()->name;
+}
+
+// A link model whose every number the test states: round values of no particular machine, so
+// that no case depends on a calibration.
+LinkModel Synthetic(double latency_us, double bandwidth_gbps, bool shared_cores) {
+  LinkModel link;
+  link.latency_us = latency_us;
+  link.bandwidth_gbps = bandwidth_gbps;
+  link.reduce_gbps = 20;
+  link.memory_reduce_gbps = 5;
+  link.cache_bytes = 16 << 20;
+  link.message_us = 0.5;
+  link.pipeline_us = 0.3;
+  link.fan_out_us = 1;
+  link.reduces_on_receive = false;
+  link.shared_cores = shared_cores;
+  link.ranks_per_cpu = shared_cores ? 2 : 1;
+  return link;
+}
+
+// Only alpha (latency) and beta (1 / bandwidth): no per-message, per-call or reduction cost and a
+// cache nothing outgrows, so the textbook formulas hold exactly.
+LinkModel AlphaBeta(double latency_us, double bandwidth_gbps) {
+  LinkModel link = Synthetic(latency_us, bandwidth_gbps, false);
+  link.reduce_gbps = 1e15;
+  link.memory_reduce_gbps = 1e15;
+  link.cache_bytes = 1e30;
+  link.message_us = 0;
+  link.pipeline_us = 0;
+  link.fan_out_us = 0;
+  return link;
 }
 
 }  // namespace
@@ -196,58 +231,149 @@ TEST_CASE("forced algorithms win at every size and rank count", "[selector][sele
   }
 }
 
-TEST_CASE("the measured models pick by size", "[selector][select]") {
-  const AlgorithmPolicy none;
-  const char* transport = GENERATE("tcp", "shm");
-  const LinkModel link = DefaultLinkModel(transport);
-  CAPTURE(transport);
-  SECTION("small allreduce: a latency-optimal algorithm") {
-    // One step of n-1 messages (direct) only on shared memory with ranks sharing cores.
-    const bool direct_allowed = std::string(transport) == "shm";
-    for (int n : {2, 3, 4, 5, 8, 16}) {
-      for (size_t bytes : {size_t{4}, size_t{256}, size_t{1024}}) {
-        CAPTURE(n, bytes);
-        std::string pick = Pick(Collective::kAllReduce, bytes, n, none, link);
-        CHECK((pick == "rd" || pick == "tree" || (direct_allowed && n > 2 && pick == "direct")));
+TEST_CASE("the pick is the cheapest allowed algorithm under the model", "[selector][select]") {
+  // Whatever the numbers: SelectAlgorithm returns an allowed algorithm of the lowest predicted
+  // time, and RankAlgorithms' runner-up is the cheapest of the others.
+  const std::vector<LinkModel> links = {Synthetic(1, 1, true), Synthetic(1, 1, false),
+                                        Synthetic(50, 0.1, true), Synthetic(0.1, 10, false),
+                                        AlphaBeta(10, 1)};
+  for (size_t l = 0; l < links.size(); ++l) {
+    for (int k = 0; k < kNumCollectives; ++k) {
+      const auto kind = static_cast<Collective>(k);
+      for (const char* spec : {"", "allreduce:^rd"}) {
+        const AlgorithmPolicy policy = MustParse(spec);
+        for (int n : {2, 3, 4, 7, 8, 16}) {
+          for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{1} << 20, size_t{64} << 20}) {
+            CAPTURE(l, CollectiveName(kind), spec, n, bytes);
+            CollectiveArgs args;
+            args.kind = kind;
+            args.type = DataType::kUint8;
+            args.count = bytes;
+            Result<Ranking> ranking = RankAlgorithms(args, n, policy, links[l]);
+            if (!ranking.ok()) {
+              CHECK(NamesFor(kind).empty());
+              continue;
+            }
+            std::vector<double> costs;
+            for (const Algorithm& a : Algorithms()) {
+              if (a.kind == kind && policy.Allows(kind, a.name) && a.cost != nullptr) {
+                costs.push_back(a.cost(links[l], n, args.MessageBytes(n)));
+              }
+            }
+            if (costs.empty()) continue;
+            std::sort(costs.begin(), costs.end());
+            CHECK(ranking.value().best_cost == Approx(costs[0]));
+            if (costs.size() > 1) CHECK(ranking.value().runner_up_cost == Approx(costs[1]));
+            CHECK(SelectAlgorithm(args, n, policy, links[l]).value() == ranking.value().best);
+          }
+        }
       }
     }
   }
-  SECTION("large allreduce: a bandwidth-optimal algorithm") {
-    // Rabenseifner moves as little as the ring in fewer steps on powers of two; elsewhere its
-    // folding costs two whole-buffer messages and the ring wins.
-    for (int n : {3, 5, 6, 7}) {
-      CAPTURE(n);
-      CHECK(std::string(Pick(Collective::kAllReduce, size_t{256} << 20, n, none, link)) == "ring");
-    }
-    for (int n : {2, 4, 8, 16}) {
-      CAPTURE(n);
-      std::string pick = Pick(Collective::kAllReduce, size_t{256} << 20, n, none, link);
-      CHECK((pick == "ring" || pick == "rhd"));
+}
+
+TEST_CASE("alpha-beta crossovers fall where the formulas put them", "[selector][model]") {
+  // With only latency (alpha) and bandwidth (beta = 1 / bandwidth) in the model, on p = 2^k ranks:
+  //   rd    lg p steps of the whole buffer:           lg p (alpha + B beta)
+  //   ring  2(p-1) steps moving 2(p-1)/p of it:        2(p-1) alpha + 2(p-1)/p B beta
+  //   rhd   2 lg p steps moving 2(p-1)/p of it:        2 lg p alpha + 2(p-1)/p B beta
+  // so rd gives way to the ring above B* = (2(p-1) - lg p) alpha / ((lg p - 2(p-1)/p) beta), and to
+  // rhd above lg p alpha / ((lg p - 2(p-1)/p) beta): both grow with alpha / beta.
+  const double latency = GENERATE(1.0, 10.0, 100.0);
+  const double bandwidth = GENERATE(0.5, 1.0, 10.0);
+  const LinkModel link = AlphaBeta(latency, bandwidth);
+  const double beta = 1 / (1e3 * bandwidth);  // us per byte
+  for (int p : {4, 8, 16}) {
+    const double lg = std::log2(p), moved = 2.0 * (p - 1) / p;
+    const double to_ring = (2 * (p - 1) - lg) * latency / ((lg - moved) * beta);
+    const double to_rhd = lg * latency / ((lg - moved) * beta);
+    CAPTURE(latency, bandwidth, p, to_ring, to_rhd);
+    const AlgorithmPolicy rd_ring = MustParse("allreduce:rd,ring");
+    CHECK(std::string(Pick(Collective::kAllReduce, size_t(0.95 * to_ring), p, rd_ring, link)) == "rd");
+    CHECK(std::string(Pick(Collective::kAllReduce, size_t(1.05 * to_ring), p, rd_ring, link)) == "ring");
+    const AlgorithmPolicy rd_rhd = MustParse("allreduce:rd,rhd");
+    CHECK(std::string(Pick(Collective::kAllReduce, size_t(0.95 * to_rhd), p, rd_rhd, link)) == "rd");
+    CHECK(std::string(Pick(Collective::kAllReduce, size_t(1.05 * to_rhd), p, rd_rhd, link)) == "rhd");
+    // rhd takes fewer steps than the ring for the same bytes: it wins at every size.
+    const AlgorithmPolicy ring_rhd = MustParse("allreduce:ring,rhd");
+    for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{256} << 20}) {
+      CHECK(std::string(Pick(Collective::kAllReduce, bytes, p, ring_rhd, link)) == "rhd");
     }
   }
-  SECTION("recursive doubling gives way as the size grows") {
-    for (int n : {2, 4, 8}) {
-      CAPTURE(n);
-      const std::string small = Pick(Collective::kAllReduce, 8, n, none, link);
-      CHECK((small == "rd" || (n > 2 && small == "direct")));
-      CHECK(std::string(Pick(Collective::kAllReduce, 8 << 10, n, none, link)) != "direct");
-      CHECK(std::string(Pick(Collective::kAllReduce, size_t{16} << 20, n, none, link)) != "rd");
+  // Two ranks: rd's one exchange against the ring's two steps of the same bytes: rd everywhere.
+  for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{256} << 20}) {
+    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 2, MustParse("allreduce:rd,ring"), link)) ==
+          "rd");
+  }
+}
+
+TEST_CASE("picks move monotonically with size, latency and bandwidth", "[selector][model]") {
+  // Between a few-steps algorithm (rd) and a few-bytes one (ring): larger messages, cheaper steps
+  // and dearer bytes only ever move the pick towards the ring, never back.
+  const AlgorithmPolicy rd_ring = MustParse("allreduce:rd,ring");
+  const int n = GENERATE(4, 8);
+  const bool shared = GENERATE(false, true);
+  CAPTURE(n, shared);
+  std::vector<size_t> sizes;
+  for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 2) sizes.push_back(bytes);
+  SECTION("size") {
+    for (double latency : {0.5, 5.0, 50.0}) {
+      bool ring = false;
+      for (size_t bytes : sizes) {
+        CAPTURE(latency, bytes);
+        const bool now = std::string(Pick(Collective::kAllReduce, bytes, n, rd_ring,
+                                          Synthetic(latency, 1, shared))) == "ring";
+        CHECK((now || !ring));
+        ring = now;
+      }
+      CHECK(ring);  // a large enough buffer always ends on the ring
     }
   }
-  SECTION("one rank: the first registered algorithm (nothing to model)") {
-    CHECK(std::string(Pick(Collective::kAllReduce, 1 << 20, 1, none, link)) ==
-          NamesFor(Collective::kAllReduce).front());
+  SECTION("latency") {
+    for (size_t bytes : {size_t{4} << 10, size_t{256} << 10, size_t{4} << 20}) {
+      bool rd = false;
+      for (double latency = 0.01; latency <= 1e5; latency *= 3) {
+        CAPTURE(bytes, latency);
+        const bool now = std::string(Pick(Collective::kAllReduce, bytes, n, rd_ring,
+                                          Synthetic(latency, 1, shared))) == "rd";
+        CHECK((now || !rd));
+        rd = now;
+      }
+      CHECK(rd);  // slow enough steps always end on the fewest steps
+    }
   }
-  SECTION("rooted collectives: priced by work; on shared cores the chain and direct never lose") {
-    // The measured models are the oversubscribed ones (DefaultLinkModel's default): back-to-back
-    // calls are bound by all ranks' work together. Every algorithm of a rooted collective makes
-    // the same n-1 transfers; the trees add forwarding and packing, so the chain (broadcast,
-    // reduce) and the direct exchange (gather, scatter) win or tie (ties go to the first
-    // registered: ring, direct).
+  SECTION("bandwidth") {
+    for (size_t bytes : {size_t{4} << 10, size_t{256} << 10}) {
+      bool ring = false;
+      for (double bandwidth = 100; bandwidth >= 1e-4; bandwidth /= 3) {
+        CAPTURE(bytes, bandwidth);
+        const bool now = std::string(Pick(Collective::kAllReduce, bytes, n, rd_ring,
+                                          Synthetic(5, bandwidth, shared))) == "ring";
+        CHECK((now || !ring));
+        ring = now;
+      }
+      CHECK(ring);
+    }
+  }
+}
+
+TEST_CASE("one rank: the first registered algorithm (nothing to model)", "[selector][select]") {
+  CHECK(std::string(Pick(Collective::kAllReduce, 1 << 20, 1, AlgorithmPolicy(),
+                         Synthetic(1, 1, true))) == NamesFor(Collective::kAllReduce).front());
+}
+
+TEST_CASE("rooted collectives with shared cores: priced by all ranks' work", "[selector][select]") {
+  // Back-to-back calls are bound by all ranks' work together. Every algorithm of a rooted
+  // collective makes the same n-1 transfers; the trees add forwarding and packing, so the chain
+  // (broadcast, reduce) and the direct exchange (gather, scatter) win or tie (ties go to the
+  // first registered: ring, direct), whatever the numbers.
+  const AlgorithmPolicy none;
+  for (const LinkModel& link : {Synthetic(1, 1, true), Synthetic(50, 0.1, true),
+                                Synthetic(0.1, 20, true)}) {
     REQUIRE(link.shared_cores);
     for (int n : {2, 3, 4, 5, 8, 16}) {
       for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
-        CAPTURE(n, bytes);
+        CAPTURE(link.latency_us, link.bandwidth_gbps, n, bytes);
         CHECK(std::string(Pick(Collective::kBroadcast, bytes, n, none, link)) == "ring");
         CHECK(std::string(Pick(Collective::kReduce, bytes, n, none, link)) == "ring");
         CHECK(std::string(Pick(Collective::kGather, bytes, n, none, link)) == "direct");
@@ -255,17 +381,25 @@ TEST_CASE("the measured models pick by size", "[selector][select]") {
       }
     }
   }
-  SECTION("excluding the small-message winners falls back to the next best") {
-    AlgorithmPolicy policy = MustParse("allreduce:^rd,tree");
-    std::string pick = Pick(Collective::kAllReduce, 8, 4, policy, link);
-    CHECK(pick != "rd");
-    CHECK(pick != "tree");
+  SECTION("excluding an allreduce's winner falls back to the next best") {
+    const LinkModel link = Synthetic(5, 1, true);
+    const std::string first = Pick(Collective::kAllReduce, 8, 4, none, link);
+    const std::string second = Pick(Collective::kAllReduce, 8, 4, MustParse("allreduce:^" + first), link);
+    CHECK(second != first);
+    CollectiveArgs args;
+    args.kind = Collective::kAllReduce;
+    args.type = DataType::kUint8;
+    args.count = 8;
+    Result<Ranking> ranking = RankAlgorithms(args, 4, none, link);
+    REQUIRE(ranking.ok());
+    REQUIRE(ranking.value().runner_up != nullptr);
+    CHECK(second == ranking.value().runner_up->name);
   }
 }
 
 TEST_CASE("rooted collectives with a core per rank: the busiest rank's work", "[selector][select]") {
   const AlgorithmPolicy none;
-  LinkModel link = DefaultLinkModel("shm", /*oversubscribed=*/false);
+  const LinkModel link = Synthetic(0.1, 1.5, false);
   REQUIRE_FALSE(link.shared_cores);
   const Algorithm* bcast_ring = FindAlgorithm(Collective::kBroadcast, "ring");
   const Algorithm* bcast_tree = FindAlgorithm(Collective::kBroadcast, "binomial");
@@ -318,52 +452,44 @@ TEST_CASE("rooted collectives with a core per rank: the busiest rank's work", "[
 
 TEST_CASE("reducing on receive: rhd's halving steps are priced at the cache rate",
           "[selector][model]") {
-  const AlgorithmPolicy none;
-  const size_t large = size_t{32} << 20;  // 4 ranks x 2 buffers x 32 MiB: far beyond the cache
-  LinkModel link = DefaultLinkModel("shm");
-  REQUIRE(link.reduces_on_receive);
+  const size_t large = size_t{32} << 20;  // 4 ranks x 2 buffers x 32 MiB: beyond the cache
+  LinkModel link = Synthetic(8, 1.5, true);
+  link.reduces_on_receive = true;
+  REQUIRE(2.0 * 4 * large > link.cache_bytes);
   const Algorithm* rhd = FindAlgorithm(Collective::kAllReduce, "rhd");
   REQUIRE(rhd != nullptr);
-  // Measured at 4 ranks over shared memory: rhd 25-33% faster than the ring at 8 and 32 MiB.
-  CHECK(std::string(Pick(Collective::kAllReduce, large, 4, none, link)) == "rhd");
-  // The same link without it: the separate whole-buffer pass streams from memory, ring wins.
+  // Without it, the separate whole-buffer pass streams from memory: the difference is rhd's
+  // reduced share at the two rates.
   LinkModel copying = link;
   copying.reduces_on_receive = false;
-  CHECK(std::string(Pick(Collective::kAllReduce, large, 4, none, copying)) == "ring");
   const double share = 0.75 * static_cast<double>(large);
   CHECK(rhd->cost(link, 4, large) - rhd->cost(copying, 4, large) ==
         Approx(share / 1e3 / link.reduce_gbps - share / 1e3 / link.memory_reduce_gbps));
+  // So reducing on receive can only move the pick towards rhd.
+  const AlgorithmPolicy ring_rhd = MustParse("allreduce:ring,rhd");
+  if (std::string(Pick(Collective::kAllReduce, large, 4, ring_rhd, copying)) == "rhd") {
+    CHECK(std::string(Pick(Collective::kAllReduce, large, 4, ring_rhd, link)) == "rhd");
+  }
   // With a core per rank a whole-message step streams a spilled buffer from memory all the same.
-  LinkModel dedicated = DefaultLinkModel("shm", /*oversubscribed=*/false);
-  REQUIRE(dedicated.reduces_on_receive);
+  LinkModel dedicated = link;
+  dedicated.shared_cores = false;
   LinkModel dedicated_copying = dedicated;
   dedicated_copying.reduces_on_receive = false;
   CHECK(rhd->cost(dedicated, 4, large) == Approx(rhd->cost(dedicated_copying, 4, large)));
-  // TCP does not reduce on receive.
-  CHECK_FALSE(DefaultLinkModel("tcp").reduces_on_receive);
 }
 
 TEST_CASE("without reducing on receive, the ring hides its reduction behind its chunks",
           "[selector][model]") {
-  const AlgorithmPolicy none;
-  const LinkModel tcp = DefaultLinkModel("tcp");
-  REQUIRE_FALSE(tcp.reduces_on_receive);
+  const LinkModel copying = Synthetic(10, 1, true);
+  REQUIRE_FALSE(copying.reduces_on_receive);
   const Algorithm* ring = FindAlgorithm(Collective::kAllReduce, "ring");
   REQUIRE(ring != nullptr);
   // 2 ranks, 4 MiB: steps of 2 MiB in four chunks, so a quarter of the reduction shows.
   const double b = 4.0 * 1024 * 1024, share = b / 2;
-  LinkModel fused = tcp;
+  LinkModel fused = copying;
   fused.reduces_on_receive = true;
-  CHECK(ring->cost(fused, 2, b) - ring->cost(tcp, 2, b) ==
-        Approx(0.75 * share / 1e3 / tcp.reduce_gbps));
-  // Measured over TCP (21:15): at 2 ranks the ring ahead of rhd from 2 MiB; rhd (fewer steps)
-  // ahead at 512 KiB and 4 ranks.
-  CHECK(std::string(Pick(Collective::kAllReduce, size_t{2} << 20, 2, none, tcp)) == "ring");
-  CHECK(std::string(Pick(Collective::kAllReduce, size_t{4} << 20, 2, none, tcp)) == "ring");
-  CHECK(std::string(Pick(Collective::kAllReduce, size_t{512} << 10, 4, none, tcp)) == "rhd");
-  // Shared memory reduces on receive: its picks do not move (rhd at 4 ranks, 2 MiB).
-  CHECK(std::string(Pick(Collective::kAllReduce, size_t{2} << 20, 4, none,
-                         DefaultLinkModel("shm"))) == "rhd");
+  CHECK(ring->cost(fused, 2, b) - ring->cost(copying, 2, b) ==
+        Approx(0.75 * share / 1e3 / copying.reduce_gbps));
 }
 
 TEST_CASE("the choice follows the link model", "[selector][select]") {
@@ -384,88 +510,45 @@ TEST_CASE("the choice follows the link model", "[selector][select]") {
   CHECK(pick == "rd");
 }
 
-TEST_CASE("measured models: shared memory is the faster link, unknown transports get TCP's",
+TEST_CASE("the direct allreduce pays for every rank sharing a core and every message in flight",
           "[selector][model]") {
-  const LinkModel shm = DefaultLinkModel("shm"), tcp = DefaultLinkModel("tcp");
-  CHECK(shm.latency_us < tcp.latency_us);
-  CHECK(shm.bandwidth_gbps >= tcp.bandwidth_gbps);
-  const LinkModel other = DefaultLinkModel("ibverbs"), none = DefaultLinkModel(nullptr);
-  CHECK(other.latency_us == tcp.latency_us);
-  CHECK(none.bandwidth_gbps == tcp.bandwidth_gbps);
-  CHECK(LinkModel().latency_us == tcp.latency_us);
-}
-
-TEST_CASE("shared memory with a core per rank: short steps; oversubscribed: long ones",
-          "[selector][model]") {
-  const LinkModel dedicated = DefaultLinkModel("shm", false), shared = DefaultLinkModel("shm", true);
-  CHECK(dedicated.latency_us < shared.latency_us);
-  CHECK(DefaultLinkModel("tcp", false).latency_us == DefaultLinkModel("tcp", true).latency_us);
-  const AlgorithmPolicy none;
-  // The picks that matched the quiet selection check after reducing on receive (16:28,
-  // docs/PERFORMANCE.md): 2 ranks with a core each, recursive doubling to 8 KiB, then rhd (the
-  // ring makes the same two exchanges plus its pipeline set-up, 0.3-0.8 us more).
-  for (size_t bytes : {size_t{8}, size_t{512}, size_t{8} << 10}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 2, none, dedicated)) == "rd");
+  const Algorithm* direct = FindAlgorithm(Collective::kAllReduce, "direct");
+  REQUIRE(direct != nullptr);
+  // Its n-1 messages are sent at once, so its price grows with the ranks taking turns on each
+  // core and with each message's fixed cost; a step's latency it pays once.
+  for (int n : {3, 4, 8}) {
+    for (size_t bytes : {size_t{8}, size_t{4} << 10}) {
+      CAPTURE(n, bytes);
+      double previous = 0;
+      for (double ranks_per_cpu : {1.0, 1.5, 2.0, 4.0}) {
+        LinkModel link = Synthetic(8, 1.5, true);
+        link.ranks_per_cpu = ranks_per_cpu;
+        const double cost = direct->cost(link, n, bytes);
+        CHECK(cost > previous);
+        previous = cost;
+      }
+      LinkModel cheap = Synthetic(8, 1.5, true), dear = cheap;
+      dear.fan_out_us = cheap.fan_out_us * 10;
+      CHECK(direct->cost(dear, n, bytes) > direct->cost(cheap, n, bytes));
+      LinkModel slow_steps = cheap;
+      slow_steps.latency_us += 100;
+      CHECK(direct->cost(slow_steps, n, bytes) - direct->cost(cheap, n, bytes) == Approx(100));
+    }
   }
-  for (size_t bytes : {size_t{32} << 10, size_t{512} << 10, size_t{2} << 20}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 2, none, dedicated)) == "rhd");
-  }
-  // Beyond the cache (2 ranks x 2 buffers x 8 MiB) the ring, overlapping its two halves chunk by
-  // chunk, ran 3-14% ahead on a quiet machine (select_check 20:45, 21:11, 21:41).
-  for (size_t bytes : {size_t{8} << 20, size_t{32} << 20}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 2, none, dedicated)) == "ring");
-  }
-  // 4 ranks on 2 cores: rd to 32 KiB, rhd from 128 KiB, also beyond the cache (its halving
-  // steps reduce on receive).
-  CHECK(std::string(Pick(Collective::kAllReduce, 32 << 10, 4, none, shared)) == "rd");
-  for (size_t bytes : {size_t{128} << 10, size_t{2} << 20, size_t{8} << 20, size_t{32} << 20}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, shared)) == "rhd");
-  }
-}
-
-TEST_CASE("the direct allreduce: small buffers, shared memory, ranks sharing cores",
-          "[selector][model]") {
-  const AlgorithmPolicy none;
-  // The crossovers measured on 2 cores, 2026-11-24 (docs/ALGORITHMS.md, allreduce): 4 ranks,
-  // direct ahead to 128 B (3.7 against rd's 4.3 us), within 7% at 512 B-2 KiB, behind from 8 KiB;
-  // 3, 5 and 6 ranks ahead to 4 KiB or more.
-  const LinkModel four_on_two = DefaultLinkModel("shm", true, 2.0);
-  for (size_t bytes : {size_t{8}, size_t{128}, size_t{512}}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, four_on_two)) == "direct");
-  }
-  for (size_t bytes : {size_t{2} << 10, size_t{8} << 10}) {
-    CAPTURE(bytes);
-    CHECK(std::string(Pick(Collective::kAllReduce, bytes, 4, none, four_on_two)) == "rd");
-  }
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 3, none, DefaultLinkModel("shm", true, 1.5))) ==
+  // Steps dear enough and messages free: its one step beats rd's lg n at small sizes.
+  LinkModel steps = Synthetic(1000, 1, true);
+  steps.fan_out_us = 0;
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 8, MustParse("allreduce:rd,direct"), steps)) ==
         "direct");
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 5, none, DefaultLinkModel("shm", true, 2.5))) ==
-        "direct");
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 6, none, DefaultLinkModel("shm", true, 3.0))) ==
-        "direct");
-  // The more ranks share a core, the more its n-1 sends cost: 16 ranks on 2 cores take rd.
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 16, none, DefaultLinkModel("shm", true, 8.0))) ==
+  // Messages dear enough: rd.
+  steps.fan_out_us = 1000;
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 8, MustParse("allreduce:rd,direct"), steps)) ==
         "rd");
-  // At 2 ranks it is rd's one exchange: rd keeps the tie. With a core per rank, and over TCP
-  // (3 ranks: 33 against 23 us at 8 B; 4 ranks 51-60 against 37-43), rd.
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 2, none, DefaultLinkModel("shm", false))) == "rd");
-  CHECK(std::string(Pick(Collective::kAllReduce, 8, 4, none, DefaultLinkModel("shm", false))) == "rd");
-  for (int n : {3, 4, 5, 8}) {
-    CAPTURE(n);
-    const LinkModel tcp = DefaultLinkModel("tcp", true, n / 2.0);
-    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, tcp)) != "direct");
-    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, DefaultLinkModel("tcp", false))) !=
-          "direct");
-  }
 }
 
 TEST_CASE("every cost function is finite, non-negative and grows with size", "[selector][cost]") {
-  const LinkModel link;
+  const LinkModel link = GENERATE(LinkModel(), Synthetic(1, 1, true), Synthetic(0.1, 10, false),
+                                  AlphaBeta(10, 1));
   for (const Algorithm& a : Algorithms()) {
     if (a.cost == nullptr) continue;
     for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 100}) {
@@ -499,7 +582,7 @@ TEST_CASE("a bad BRAID_ALGO fails communicator creation, naming it", "[env]") {
 TEST_CASE("the cached selector answers what the selector would, call after call", "[selector]") {
   // A sequence that repeats arguments (served from the cache) and changes each of them in turn
   // (count, type, op, root, collective), checked against a fresh SelectAlgorithm every time.
-  const LinkModel link = DefaultLinkModel("shm");
+  const LinkModel link = Synthetic(8, 1.5, true);
   const AlgorithmPolicy policy = MustParse(GENERATE(std::string(""), std::string("allreduce:^rd")));
   const int n = GENERATE(2, 4, 5);
   TrialOptions no_trials;
@@ -547,7 +630,7 @@ TEST_CASE("the cached selector answers what the selector would, call after call"
 TEST_CASE("the cached selector runs a near-tie's trial, then serves its winner", "[selector]") {
   // Broadcast with ranks sharing cores: the chain ("ring") and the binomial tree do the same
   // total work, so the model ties them at every size.
-  const LinkModel link = DefaultLinkModel("shm");
+  const LinkModel link = Synthetic(8, 1.5, true);
   CollectiveArgs args;
   args.kind = Collective::kBroadcast;
   args.count = 2048;
