@@ -66,6 +66,7 @@ Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* 
   FanPrimitives::Options options;
   options.window = static_cast<size_t>(n - 1);
   options.slot_elems = count;
+  options.own_slot = true;
   FanPrimitives prims(ctx, args, "direct", options);
   BRAID_RETURN_IF_ERROR(prims.Connect(peers));
   const Span all{0, count};

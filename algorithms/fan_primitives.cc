@@ -19,15 +19,19 @@ FanPrimitives::FanPrimitives(const CollectiveContext& ctx, const CollectiveArgs&
       slot_elems_(options.slot_elems > 0 ? options.slot_elems : chunk_elems_),
       window_(std::max<size_t>(1, options.window)),
       acc_slots_(options.acc_slots),
-      links_(inline_links_) {
-  if (ctx.size > kInlineLinks) {
-    heap_links_.reset(new Link[static_cast<size_t>(ctx.size)]);
-    links_ = heap_links_.get();
-  }
+      own_slot_(options.own_slot) {
+  if (ctx.size > kInlineLinks) heap_links_.reset(new Link[static_cast<size_t>(ctx.size)]());
 }
 
 Result<FanPrimitives::Link*> FanPrimitives::LinkTo(int peer) {
-  Link& link = links_[peer];
+  Link* links = inline_links_;
+  if (heap_links_ != nullptr) {
+    links = heap_links_.get();
+  } else if ((inline_used_ & (uint32_t{1} << peer)) == 0) {
+    inline_used_ |= uint32_t{1} << peer;
+    links[peer] = Link{nullptr, 0, 0};
+  }
+  Link& link = links[peer];
   if (link.connection == nullptr) {
     auto connection = ctx_.connection(peer);
     if (!connection.ok()) {
@@ -185,6 +189,11 @@ void FanPrimitives::FanIn(PeerSet from, void* dst, const void* own, PeerSet to, 
   // In place, own is dst, which the first combination overwrites: where own comes after that,
   // it is read from a copy (the direct allreduce's ranks >= 2; trees list own first).
   if (own_at >= 2 && mine == target) {
+    if (!own_slot_) {
+      status_ = Status::Internal(Describe() + ": an in-place fan-in that reads its own "
+                                              "contribution late needs Options::own_slot");
+      return;
+    }
     char* copy = Slots() + (window_ + acc_slots_) * slot_elems_ * elem_;
     Copy(copy, mine, Span{0, span.count});
     mine = copy;
@@ -389,8 +398,9 @@ Status FanPrimitives::AwaitSendsReading(const char* begin, size_t bytes) {
 
 char* FanPrimitives::Slots() {
   if (slots_ == nullptr) {
-    // Receive slots, accumulators, and one slot for an in-place own contribution.
-    slots_ = static_cast<char*>(ctx_.scratch((window_ + acc_slots_ + 1) * slot_elems_ * elem_));
+    // Receive slots, accumulators, and the slot for an in-place own contribution.
+    const size_t slots = window_ + acc_slots_ + (own_slot_ ? 1 : 0);
+    slots_ = static_cast<char*>(ctx_.scratch(slots * slot_elems_ * elem_));
   }
   return slots_;
 }
@@ -406,16 +416,69 @@ Status FanPrimitives::Flush() {
   return status_;
 }
 
+namespace {
+
 // "<context>: receiving message 3 from rank 1" / "<context>: sending message 0 to rank 2".
+[[gnu::cold]] Status MessageFailure(const Status& status, const CollectiveContext& ctx,
+                                    const CollectiveArgs& args, const char* algorithm,
+                                    const char* doing, uint64_t message, int peer) {
+  const bool receiving = doing[0] == 'r';
+  return status.WithContext(OperationContext(ctx, args, algorithm) + ": " + doing + " message " +
+                            std::to_string(message) + (receiving ? " from rank " : " to rank ") +
+                            std::to_string(peer));
+}
+
+}  // namespace
+
 Status FanPrimitives::Fail(const Status& status, const char* doing, uint64_t message,
                            int peer) const {
-  const bool receiving = doing[0] == 'r';
-  return status.WithContext(Describe() + ": " + doing + " message " + std::to_string(message) +
-                            (receiving ? " from rank " : " to rank ") + std::to_string(peer));
+  return MessageFailure(status, ctx_, args_, algorithm_, doing, message, peer);
 }
 
 // "rank 2: reduce #17 (1021 x float, sum, root 0, binomial)" (operation_context.h); built only
 // when something failed.
 std::string FanPrimitives::Describe() const { return OperationContext(ctx_, args_, algorithm_); }
+
+// The send is posted first: both partners wait for each other's message, so time between the
+// partner's data landing and this rank's send leaving is paid by the partner on every step; a
+// connection keeps a message that arrives first until its receive is posted.
+Status PairExchange::ExchangeLanding(int peer, uint64_t message, const char* send,
+                                     size_t send_bytes, char* target, const char* own,
+                                     size_t recv_bytes, bool peer_first) {
+  BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
+  if (!connection->LandsInPlace()) {
+    if (recv_bytes > slot_elems_ * elem_) return SlotTooSmall(recv_bytes / elem_);
+    if (slot_ == nullptr) slot_ = static_cast<char*>(ctx_.scratch(slot_elems_ * elem_));
+    BRAID_RETURN_IF_ERROR(ExchangeBytes(peer, message, send, send_bytes, slot_, recv_bytes));
+    kernels::ReduceInto(args_.type, args_.op, target, peer_first ? slot_ : own,
+                        peer_first ? own : slot_, recv_bytes / elem_);
+    return Status::Ok();
+  }
+  const uint64_t tag = MessageTag(ctx_.sequence, message);
+  transport::RequestPtr out;
+  if (send_bytes > 0) out = connection->PostSend(send, send_bytes, tag);
+  std::shared_ptr<ReduceSink>& sink = *sink_;
+  if (sink == nullptr) sink = std::make_shared<ReduceSink>();
+  sink->Reset(target, own, args_.type, args_.op, peer_first);
+  Status status = connection->PostRecvInto(recv_bytes, tag, sink)->Wait(ctx_.deadline);
+  if (!status.ok()) return Failed(status, false, message, peer);
+  if (out != nullptr) {
+    status = out->Wait(ctx_.deadline);
+    if (!status.ok()) return Failed(status, true, message, peer);
+  }
+  return Status::Ok();
+}
+
+Status PairExchange::Failed(const Status& status, bool sending, uint64_t message,
+                            int peer) const {
+  return MessageFailure(status, ctx_, args_, algorithm_, sending ? "sending" : "receiving",
+                        message, peer);
+}
+
+Status PairExchange::SlotTooSmall(size_t count) const {
+  return Status::Internal(OperationContext(ctx_, args_, algorithm_) + ": an exchange of " +
+                          std::to_string(count) + " elements exceeds the slot of " +
+                          std::to_string(slot_elems_));
+}
 
 }  // namespace braid::algorithms

@@ -25,7 +25,9 @@
 // complete reduction divides for ReduceOp::kAvg right there, once, before it is sent or returned
 // (kernels::DivideInPlace by ctx.size). Fan-out (the sending moves) posts one send per peer of
 // `to`, in its order. Pairwise exchange is Send(to, ...) then Recv(from, ...): the send leaves
-// before the receive is waited for, so partners never wait on each other.
+// before the receive is waited for, so partners never wait on each other. Algorithms whose every
+// step waits for its partner anyway (recursive doubling and halving) use PairExchange, below:
+// the same exchange carried out at once, without the queue.
 //
 // Spans: each move names a Span of elements of the buffers it is given, in the collective's data
 // type. The reducing moves receive into scratch slots of slot_elems() elements, so their spans
@@ -80,7 +82,9 @@
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
 #include "algorithms/primitives.h"  // Span, InlineFifo
+#include "algorithms/reduce_sink.h"
 #include "core/base/status.h"
+#include "kernels/cpu/reduce.h"
 #include "transport/connection.h"
 
 namespace braid::algorithms {
@@ -113,6 +117,9 @@ class FanPrimitives {
     size_t slot_elems = 0;
     // Accumulator slots for RecvReduceSend with no dst, each held until its sends complete.
     size_t acc_slots = 0;
+    // One more slot for an in-place own contribution that a fan-in reads after its first
+    // combination overwrote dst (the direct allreduce's ranks >= 2).
+    bool own_slot = false;
   };
 
   // `args` gives the element type and reduction (and the collective, for error messages);
@@ -201,10 +208,10 @@ class FanPrimitives {
     size_t bytes;
   };
   // Per peer: its connection (null until first used) and both message counters.
-  struct Link {
-    transport::Connection* connection = nullptr;
-    uint64_t sent = 0;
-    uint64_t received = 0;
+  struct Link {  // trivial: set up on first use (LinkTo)
+    transport::Connection* connection;
+    uint64_t sent;
+    uint64_t received;
   };
 
   void FanIn(PeerSet from, void* dst, const void* own, PeerSet to, Span span, bool complete,
@@ -214,6 +221,7 @@ class FanPrimitives {
   Status RunFront();
   Status RunReady();
   Status SendFrom(const char* data, size_t count, PeerSet to);
+
   Status ReapSends();
   Status AwaitSendsReading(const char* begin, size_t bytes);
   Result<Link*> LinkTo(int peer);
@@ -229,13 +237,16 @@ class FanPrimitives {
   const size_t slot_elems_;
   const size_t window_;
   const size_t acc_slots_;
+  const bool own_slot_;
 
   Status status_;
-  // Links by rank: inline up to kInlineLinks ranks, so small jobs allocate nothing per call.
+  // Links by rank: inline up to kInlineLinks ranks, so small jobs allocate nothing per call, and
+  // set up on first use (inline_used_ bit r): a small collective touches one or two of them, and
+  // clearing all of them was a measurable part of a 2-rank 8-byte allreduce.
   static constexpr int kInlineLinks = 16;
-  Link inline_links_[kInlineLinks];
-  std::unique_ptr<Link[]> heap_links_;
-  Link* links_;
+  Link inline_links_[kInlineLinks];  // left uninitialised: Link is trivial
+  uint32_t inline_used_ = 0;
+  std::unique_ptr<Link[]> heap_links_;  // ctx.size > kInlineLinks: all of them, initialised
 
   InlineFifo<Op, 16> queue_;          // moves called but not yet carried out, in call order
   size_t pending_recvs_ = 0;          // receives posted whose slot or window place is held
@@ -247,6 +258,120 @@ class FanPrimitives {
   bool running_ = true;  // Issue runs ready moves (false while a fan-in posts its receives)
   char token_ = 0;  // what Signal sends and Await receives into: no byte moves, but a valid address
   char* last_landed_ = nullptr;  // slot of the latest kLand receive, for the op that reads it
+};
+
+// Pairwise exchanges carried out at once: the steps of recursive doubling and halving, where a
+// rank waits for its partner at every step anyway, so there is nothing to queue or pipeline. The
+// same contract as FanPrimitives (spans of the collective's elements, the first failure kept with
+// the operation context, the message number and the peer, every wait bounded by ctx.deadline),
+// without its queue and per-link bookkeeping: a small allreduce's whole step is one exchange,
+// and FanPrimitives' set-up and bookkeeping cost as much as the exchange itself (2-rank 8-byte
+// allreduce, callgrind: ~370 more instructions per call than the hand-written steps; a
+// per-link message count here still cost ~100).
+//
+//   Exchange(peer, m, src, dst)            peer <- src; dst <- peer
+//   ExchangeReduce(peer, m, src, dst, own) peer <- src; dst <- own op peer (peer op own when
+//                                          peer_first: the lower rank's data first, so both
+//                                          partners round alike); `complete` divides kAvg
+//
+// Both return once both halves completed; a half of zero elements is skipped. `m` numbers the
+// exchange, the same on both partners (the algorithm's step), and both halves carry it as
+// MessageTag(sequence, m). An exchange is one Connection::SendRecv: on shm a small one is a line
+// into the ring and a spin, no requests. ExchangeReduce reduces the message as it lands
+// (ReduceSink over Connection::PostRecvInto) where Options::sink is set, the link lands in
+// place and the send does not read dst (rhd's halving: disjoint halves); otherwise it lands in a
+// scratch slot of slot_elems and is reduced after (rd, whose send reads the buffer the reduction
+// writes).
+//
+// Thread safety: one PairExchange belongs to one collective on one thread.
+class PairExchange {
+ public:
+  struct Options {
+    size_t slot_elems = 0;  // the longest message that lands in scratch
+    // Where set, ExchangeReduce reduces as the message lands, with this sink (made on first
+    // use; the connection keeps it while it may call it, so a failed step can leave it in use
+    // after the collective returned). The caller holds it, so that recursive doubling, which
+    // never reduces as it lands, pays nothing for it.
+    std::shared_ptr<ReduceSink>* sink = nullptr;
+  };
+  PairExchange(const CollectiveContext& ctx, const CollectiveArgs& args, const char* algorithm,
+               Options options)
+      : ctx_(ctx),
+        args_(args),
+        algorithm_(algorithm),
+        elem_(DataTypeSize(args.type)),
+        slot_elems_(options.slot_elems),
+        sink_(options.sink) {}
+  PairExchange(const PairExchange&) = delete;
+  PairExchange& operator=(const PairExchange&) = delete;
+
+  // Forced inline, as the hand-written steps were: at 2 ranks and 8 bytes a call is one exchange,
+  // and GCC kept ExchangeReduce out of line, where passing its nine arguments and moving its
+  // status cost ~90 instructions per call (callgrind).
+  [[gnu::always_inline]] void Exchange(int peer, uint64_t message, const void* src, Span send,
+                                       void* dst, Span recv) {
+    if (!status_.ok() || (send.count == 0 && recv.count == 0)) return;
+    status_ = ExchangeBytes(peer, message, static_cast<const char*>(src) + send.offset * elem_,
+                            send.count * elem_, static_cast<char*>(dst) + recv.offset * elem_,
+                            recv.count * elem_);
+  }
+  [[gnu::always_inline]] void ExchangeReduce(int peer, uint64_t message, const void* src,
+                                             Span send, void* dst, const void* own, Span recv,
+                                             bool peer_first, bool complete) {
+    if (!status_.ok()) return;
+    if (recv.count == 0) return Exchange(peer, message, src, send, nullptr, recv);
+    const char* out = static_cast<const char*>(src) + send.offset * elem_;
+    const size_t out_bytes = send.count * elem_;
+    char* target = static_cast<char*>(dst) + recv.offset * elem_;
+    const char* mine = static_cast<const char*>(own) + recv.offset * elem_;
+    const size_t in_bytes = recv.count * elem_;
+    if (sink_ != nullptr &&
+        !(out_bytes > 0 && out < target + in_bytes && target < out + out_bytes)) {
+      status_ = ExchangeLanding(peer, message, out, out_bytes, target, mine, in_bytes, peer_first);
+    } else if (recv.count > slot_elems_) {
+      status_ = SlotTooSmall(recv.count);
+    } else {
+      if (slot_ == nullptr) slot_ = static_cast<char*>(ctx_.scratch(slot_elems_ * elem_));
+      status_ = ExchangeBytes(peer, message, out, out_bytes, slot_, in_bytes);
+      if (status_.ok()) {
+        kernels::ReduceInto(args_.type, args_.op, target, peer_first ? slot_ : mine,
+                            peer_first ? mine : slot_, recv.count);
+      }
+    }
+    if (complete && args_.op == ReduceOp::kAvg && status_.ok()) {
+      kernels::DivideInPlace(args_.type, target, recv.count, ctx_.size);
+    }
+  }
+  // The first failure, if any (every exchange has completed when it returns).
+  const Status& Finish() const { return status_; }
+  bool ok() const { return status_.ok(); }
+
+ private:
+  Status ExchangeBytes(int peer, uint64_t message, const char* send, size_t send_bytes,
+                       char* recv, size_t recv_bytes) {
+    BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
+    transport::Connection::Half failed = transport::Connection::Half::kReceive;
+    Status status = connection->SendRecv(send, send_bytes, recv, recv_bytes,
+                                         MessageTag(ctx_.sequence, message), ctx_.deadline,
+                                         &failed);
+    if (status.ok()) return status;
+    return Failed(status, failed == transport::Connection::Half::kSend, message, peer);
+  }
+  // ExchangeReduce where the link lands in place (else it falls back to a slot, as above).
+  Status ExchangeLanding(int peer, uint64_t message, const char* send, size_t send_bytes,
+                         char* target, const char* own, size_t recv_bytes, bool peer_first);
+  [[gnu::cold]] Status Failed(const Status& status, bool sending, uint64_t message,
+                              int peer) const;
+  [[gnu::cold]] Status SlotTooSmall(size_t count) const;
+
+  const CollectiveContext& ctx_;
+  const CollectiveArgs& args_;
+  const char* const algorithm_;
+  const size_t elem_;
+  const size_t slot_elems_;
+  std::shared_ptr<ReduceSink>* const sink_;  // Options::sink
+  Status status_;
+  char* slot_ = nullptr;  // slot_elems_ elements of ctx.scratch, taken on first use
 };
 
 }  // namespace braid::algorithms

@@ -213,6 +213,7 @@ TEST_CASE("fan primitives: fan-in keeps the listed operand order, in place too",
         FanPrimitives::Options options;
         options.window = static_cast<size_t>(n - 1);
         options.slot_elems = count;
+        options.own_slot = true;
         FanPrimitives prims(rc.ctx, args, "ordered", options);
         prims.Send(peers, own.data(), Span{0, count});
         prims.RecvReduce(order, dst, own.data(), Span{0, count});
