@@ -21,6 +21,15 @@
 // hence the same bits. In rhd every segment's final value is computed by one rank and copied.
 // kAvg divides once, at the end of the reduction, before the result is copied to anyone.
 //
+// Written in pairwise exchanges (PairExchange, fan_primitives.h): every step is carried out at
+// once. rd's step is ExchangeReduce(partner, current -> partner, recvbuf <- lower op upper): the
+// message lands in a scratch slot through Connection::SendRecv (on shm a line into the ring and a
+// spin, no requests: most of a small allreduce) and is reduced after, since the send reads the
+// buffer the reduction writes. rhd's halving step is ExchangeReduce too, over disjoint halves, so
+// over a link that lands in place the kept half is reduced as it lands (ReduceSink); its
+// allgather steps are plain Exchanges. The fold is an ExchangeReduce with nothing to send, the
+// unfold an Exchange with nothing to receive.
+//
 // Tags: message index 0 is the fold, 1 + step for the exchanges (rhd numbers its allgather steps
 // after its reduce-scatter steps), kUnfoldIndex the unfold; both ends derive them from the same
 // step counter. Zero-byte ranges (count < p) are skipped by both ends alike.
@@ -29,12 +38,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <string>
 
 #include "algorithms/cost_model.h"
-#include "algorithms/operation_context.h"
+#include "algorithms/fan_primitives.h"
 #include "algorithms/reduce_sink.h"
-#include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
 namespace {
@@ -58,206 +65,130 @@ struct Folding {
     }
   }
   int RealRank(int folded) const { return folded < rem ? 2 * folded + 1 : folded + rem; }
+  // Whether this rank receives a neighbour's whole input in the fold.
+  bool FoldsIn(int rank) const { return rank < 2 * rem && folded_rank >= 0; }
 };
 
-class Exchanger {
- public:
-  Exchanger(const CollectiveContext& ctx, size_t count, DataType type, ReduceOp op,
-            const char* algorithm)
-      : ctx_(ctx), count_(count), type_(type), op_(op), algorithm_(algorithm) {}
-
-  // Sends `send_bytes` from `send` to `peer` and receives `recv_bytes` into `recv` from it, both
-  // as message `index`; returns when both completed. Zero-byte halves are skipped.
-  Status Exchange(int peer, const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
-                  uint64_t index) {
-    BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
-    transport::Connection::Half failed = transport::Connection::Half::kReceive;
-    Status status = connection->SendRecv(send, send_bytes, recv, recv_bytes,
-                                         MessageTag(ctx_.sequence, index), ctx_.deadline, &failed);
-    if (status.ok()) return status;
-    return Fail(status, failed == transport::Connection::Half::kSend ? "sending to" : "receiving from",
-                peer);
+// The shared frame of both algorithms: FoldIn, the exchanges on the p remaining ranks, FoldOut.
+// FoldIn returns where this rank's value to reduce is (sendbuf, or recvbuf once the neighbour's
+// input is folded in), or null for a rank that sits out: it has handed its input over and got
+// the result back.
+[[gnu::always_inline]] inline const void* FoldIn(const CollectiveContext& ctx,
+                                                 const Folding& folding, PairExchange& prims,
+                                                 const void* sendbuf, void* recvbuf, Span all) {
+  if (ctx.rank >= 2 * folding.rem) return sendbuf;
+  if (folding.folded_rank < 0) {
+    prims.Exchange(ctx.rank + 1, kFoldIndex, sendbuf, all, nullptr, Span{});
+    prims.Exchange(ctx.rank + 1, kUnfoldIndex, nullptr, Span{}, recvbuf, all);
+    return nullptr;
   }
+  prims.ExchangeReduce(ctx.rank - 1, kFoldIndex, nullptr, Span{}, recvbuf, sendbuf, all,
+                       /*peer_first=*/true, /*complete=*/false);  // the lower rank's input first
+  return recvbuf;
+}
 
-  // Exchange, but where the connection lands messages in place the message is reduced with `own`
-  // into `reduced_into` as it lands (ReduceSink, lower rank first when `message_first`: one pass
-  // less, overlapping the transfer) and *done is set; otherwise it lands in `recv` for the
-  // caller to reduce. `sink` is the caller's, made here on first use and reused step after step
-  // (each step's receive has completed before the next is posted); it is shared with the
-  // connection, which keeps it while it may call it (a failed step can leave its receive pending
-  // after the call returns). The caller holds it rather than this object, so that recursive
-  // doubling, which never reduces as it lands, pays nothing for it.
-  Status ExchangeReducing(int peer, const void* send, size_t send_bytes, void* recv,
-                          size_t recv_bytes, uint64_t index, const void* own, bool message_first,
-                          void* reduced_into, std::shared_ptr<ReduceSink>& sink, bool* done) {
-    BRAID_ASSIGN_OR_RETURN(transport::Connection * connection, ctx_.connection(peer));
-    const bool reducing = connection->LandsInPlace();
-    *done = reducing;
-    transport::RequestPtr recv_request, send_request;
-    const uint64_t tag = MessageTag(ctx_.sequence, index);
-    // The send is posted first: both partners wait for each other's message, so the time a rank
-    // spends between its partner's data landing and its own send leaving is paid by the partner
-    // on every step. Posting a receive costs a request allocation on most transports and can wait
-    // until our data is on its way; connections keep a message that arrives first until its
-    // receive is posted, so the order changes nothing on the wire.
-    if (send_bytes > 0) send_request = connection->PostSend(send, send_bytes, tag);
-    if (recv_bytes > 0) {
-      if (reducing) {
-        if (sink == nullptr) sink = std::make_shared<ReduceSink>();
-        sink->Reset(reduced_into, own, type_, op_, message_first);
-        recv_request = connection->PostRecvInto(recv_bytes, tag, sink);
-      } else {
-        recv_request = connection->PostRecv(recv, recv_bytes, tag);
-      }
-    }
-    if (recv_request) {
-      Status status = recv_request->Wait(ctx_.deadline);
-      if (!status.ok()) return Fail(status, "receiving from", peer);
-    }
-    if (send_request) {
-      Status status = send_request->Wait(ctx_.deadline);
-      if (!status.ok()) return Fail(status, "sending to", peer);
-    }
-    return Status::Ok();
-  }
-
- private:
-  Status Fail(const Status& status, const char* what, int peer) const {
-    CollectiveArgs call;  // as errors name it: only the fields OperationContext reads
-    call.kind = Collective::kAllReduce;
-    call.count = count_;
-    call.type = type_;
-    call.op = op_;
-    return WithOperationContext(status, ctx_, call, algorithm_, what, peer);
-  }
-
-  const CollectiveContext& ctx_;
-  size_t count_;
-  DataType type_;
-  ReduceOp op_;
-  const char* algorithm_;
-};
-
-// The shared frame of both algorithms: fold, `core` on the p remaining ranks, unfold.
-// `core(folding, current)` reduces `current` (sendbuf or, after a fold, recvbuf) into recvbuf,
-// dividing for kAvg.
-template <typename Core>
-Status Folded(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf, size_t count,
-              DataType type, ReduceOp op, Exchanger& exchanger, Core core) {
-  const size_t bytes = count * DataTypeSize(type);
-  if (count == 0) return Status::Ok();
-  if (ctx.size == 1) {
-    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, bytes);
-    return Status::Ok();
-  }
-  const Folding folding(ctx.rank, ctx.size);
-  const void* current = sendbuf;
+// Hands the result to the neighbour that sat out.
+[[gnu::always_inline]] inline void FoldOut(const CollectiveContext& ctx, const Folding& folding,
+                                           PairExchange& prims, void* recvbuf, Span all) {
   if (ctx.rank < 2 * folding.rem) {
-    if (folding.folded_rank < 0) {
-      // Hand the input to the odd neighbour; the final result comes back from it.
-      BRAID_RETURN_IF_ERROR(exchanger.Exchange(ctx.rank + 1, sendbuf, bytes, nullptr, 0, kFoldIndex));
-      return exchanger.Exchange(ctx.rank + 1, nullptr, 0, recvbuf, bytes, kUnfoldIndex);
-    }
-    void* tmp = ctx.scratch(bytes);
-    BRAID_RETURN_IF_ERROR(exchanger.Exchange(ctx.rank - 1, nullptr, 0, tmp, bytes, kFoldIndex));
-    kernels::ReduceInto(type, op, recvbuf, tmp, sendbuf, count);  // lower rank first
-    current = recvbuf;
+    prims.Exchange(ctx.rank - 1, kUnfoldIndex, recvbuf, all, nullptr, Span{});
   }
-  BRAID_RETURN_IF_ERROR(core(folding, current));
-  if (ctx.rank < 2 * folding.rem) {
-    return exchanger.Exchange(ctx.rank - 1, recvbuf, bytes, nullptr, 0, kUnfoldIndex);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
 
 Status RecursiveDoublingAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                                   size_t count, DataType type, ReduceOp op) {
-  Exchanger exchanger(ctx, count, type, op, "rd");
-  const size_t bytes = count * DataTypeSize(type);
-  return Folded(ctx, sendbuf, recvbuf, count, type, op, exchanger,
-                [&](const Folding& folding, const void* current) -> Status {
-                  void* tmp = ctx.scratch(bytes);
-                  const int me = folding.folded_rank;
-                  uint64_t step = 1;
-                  for (int mask = 1; mask < folding.p; mask <<= 1, ++step) {
-                    const int partner = me ^ mask;
-                    BRAID_RETURN_IF_ERROR(exchanger.Exchange(folding.RealRank(partner), current,
-                                                             bytes, tmp, bytes, step));
-                    if (partner < me) {
-                      kernels::ReduceInto(type, op, recvbuf, tmp, current, count);
-                    } else {
-                      kernels::ReduceInto(type, op, recvbuf, current, tmp, count);
-                    }
-                    current = recvbuf;
-                  }
-                  if (op == ReduceOp::kAvg) kernels::DivideInPlace(type, recvbuf, count, ctx.size);
-                  return Status::Ok();
-                });
+  return RunRecursiveDoublingAllReduce(
+      ctx, CollectiveArgs{Collective::kAllReduce, sendbuf, recvbuf, count, type, op});
+}
+
+// The algorithm works on the registry's CollectiveArgs as they come (errors quote them), so the
+// per-call path builds no copy (a 2-rank 8-byte allreduce is one exchange: every instruction of
+// set-up shows).
+Status RunRecursiveDoublingAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  const size_t count = args.count;
+  const void* const sendbuf = args.sendbuf;
+  void* const recvbuf = args.recvbuf;
+  if (count == 0) return Status::Ok();
+  if (ctx.size == 1) {
+    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * DataTypeSize(args.type));
+    return Status::Ok();  // an average over one rank is the value itself
+  }
+  PairExchange::Options options;
+  options.slot_elems = count;  // each step receives the whole buffer
+  PairExchange prims(ctx, args, "rd", options);
+  const Folding folding(ctx.rank, ctx.size);
+  const Span all{0, count};
+  const void* current = FoldIn(ctx, folding, prims, sendbuf, recvbuf, all);
+  if (current == nullptr) return prims.Finish();
+  const int me = folding.folded_rank;
+  uint64_t step = 1;
+  for (int mask = 1; mask < folding.p && prims.ok(); mask <<= 1, ++step) {
+    const int partner = me ^ mask;
+    prims.ExchangeReduce(folding.RealRank(partner), step, current, all, recvbuf, current, all,
+                         /*peer_first=*/partner < me, /*complete=*/2 * mask >= folding.p);
+    current = recvbuf;
+  }
+  FoldOut(ctx, folding, prims, recvbuf, all);
+  return prims.Finish();
 }
 
 Status RecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx, const void* sendbuf,
                                          void* recvbuf, size_t count, DataType type, ReduceOp op) {
-  Exchanger exchanger(ctx, count, type, op, "rhd");
-  const size_t elem = DataTypeSize(type);
-  return Folded(
-      ctx, sendbuf, recvbuf, count, type, op, exchanger,
-      [&](const Folding& folding, const void* current) -> Status {
-        const int p = folding.p, me = folding.folded_rank;
-        // Segment s of p: [Offset(s), Offset(s+1)), sizes differing by at most one element.
-        auto offset = [&](int s) {
-          return s * (count / p) + std::min<size_t>(s, count % p);
-        };
-        const char* cur = static_cast<const char*>(current);
-        char* out = static_cast<char*>(recvbuf);
-        // The first kept half is the largest range ever received (lower segments are the longer).
-        char* tmp = static_cast<char*>(ctx.scratch(offset(p / 2) * elem));
-        uint64_t step = 1;
-        int lo = 0, hi = p;  // segments this rank is responsible for
-        std::shared_ptr<ReduceSink> sink;  // the halving steps' (ExchangeReducing)
-        for (int mask = p / 2; mask >= 1; mask >>= 1, ++step) {
-          const int partner = me ^ mask, mid = (lo + hi) / 2;
-          const bool upper = (me & mask) != 0;
-          const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
-          const int send_lo = upper ? lo : mid, send_hi = upper ? mid : hi;
-          const size_t keep = offset(keep_hi) - offset(keep_lo);
-          char* target = out + offset(keep_lo) * elem;
-          const char* mine = cur + offset(keep_lo) * elem;
-          // The lower rank's data first, so both partners round alike. Reducing as it lands
-          // writes target while our send reads the other half of cur: the halves are disjoint,
-          // and in place target is exactly mine.
-          bool reduced = false;
-          BRAID_RETURN_IF_ERROR(exchanger.ExchangeReducing(
-              folding.RealRank(partner), cur + offset(send_lo) * elem,
-              (offset(send_hi) - offset(send_lo)) * elem, tmp, keep * elem, step, mine,
-              partner < me, target, sink, &reduced));
-          if (!reduced && partner < me) kernels::ReduceInto(type, op, target, tmp, mine, keep);
-          if (!reduced && partner > me) kernels::ReduceInto(type, op, target, mine, tmp, keep);
-          cur = out;
-          lo = keep_lo;
-          hi = keep_hi;
-        }
-        if (op == ReduceOp::kAvg) {
-          kernels::DivideInPlace(type, out + offset(lo) * elem, offset(hi) - offset(lo), ctx.size);
-        }
-        for (int mask = 1; mask < p; mask <<= 1, ++step) {
-          const int partner = me ^ mask;
-          const bool upper = (me & mask) != 0;
-          const int other_lo = upper ? lo - mask : hi, other_hi = upper ? lo : hi + mask;
-          BRAID_RETURN_IF_ERROR(exchanger.Exchange(
-              folding.RealRank(partner), out + offset(lo) * elem, (offset(hi) - offset(lo)) * elem,
-              out + offset(other_lo) * elem, (offset(other_hi) - offset(other_lo)) * elem, step));
-          lo = std::min(lo, other_lo);
-          hi = std::max(hi, other_hi);
-        }
-        return Status::Ok();
-      });
-}
-
-Status RunRecursiveDoublingAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {
-  return RecursiveDoublingAllReduce(ctx, args.sendbuf, args.recvbuf, args.count, args.type,
-                                    args.op);
+  if (count == 0) return Status::Ok();
+  if (ctx.size == 1) {
+    if (sendbuf != recvbuf) std::memcpy(recvbuf, sendbuf, count * DataTypeSize(type));
+    return Status::Ok();
+  }
+  const Folding folding(ctx.rank, ctx.size);
+  const int p = folding.p;
+  // Segment s of p: [offset(s), offset(s+1)), sizes differing by at most one element.
+  auto offset = [&](int s) { return s * (count / p) + std::min<size_t>(s, count % p); };
+  auto range = [&](int lo, int hi) { return Span{offset(lo), offset(hi) - offset(lo)}; };
+  CollectiveArgs args;  // as errors name it: only the fields OperationContext reads
+  args.count = count;
+  args.type = type;
+  args.op = op;
+  PairExchange::Options options;
+  // Where a message is not reduced as it lands it waits in a slot: the fold's is the whole
+  // buffer, the first kept half the largest exchange after it (lower segments are the longer).
+  options.slot_elems = folding.FoldsIn(ctx.rank) ? count : offset(p / 2);
+  std::shared_ptr<ReduceSink> sink;  // the halving steps reduce as the message lands
+  options.sink = &sink;
+  PairExchange prims(ctx, args, "rhd", options);
+  const void* current = FoldIn(ctx, folding, prims, sendbuf, recvbuf, Span{0, count});
+  if (current == nullptr) return prims.Finish();
+  const int me = folding.folded_rank;
+  int lo = 0, hi = p;  // segments this rank is responsible for
+  uint64_t step = 1;
+  for (int mask = p / 2; mask >= 1 && prims.ok(); mask >>= 1, ++step) {
+    const int partner = me ^ mask, mid = (lo + hi) / 2;
+    const bool upper = (me & mask) != 0;
+    const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+    // Send one half of current, keep the other reduced into recvbuf, the lower rank's data
+    // first so both partners round alike; the last step completes the segment this rank owns.
+    // The halves are disjoint, so the kept one may be reduced as it lands (in place, recvbuf's
+    // kept half is exactly current's).
+    prims.ExchangeReduce(folding.RealRank(partner), step, current,
+                         upper ? range(lo, mid) : range(mid, hi), recvbuf, current,
+                         range(keep_lo, keep_hi), /*peer_first=*/partner < me,
+                         /*complete=*/mask == 1);
+    current = recvbuf;
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  for (int mask = 1; mask < p && prims.ok(); mask <<= 1, ++step) {
+    const int partner = me ^ mask;
+    const bool upper = (me & mask) != 0;
+    const int other_lo = upper ? lo - mask : hi, other_hi = upper ? lo : hi + mask;
+    prims.Exchange(folding.RealRank(partner), step, recvbuf, range(lo, hi), recvbuf,
+                   range(other_lo, other_hi));
+    lo = std::min(lo, other_lo);
+    hi = std::max(hi, other_hi);
+  }
+  FoldOut(ctx, folding, prims, recvbuf, Span{0, count});
+  return prims.Finish();
 }
 
 Status RunRecursiveHalvingDoublingAllReduce(const CollectiveContext& ctx,
