@@ -2,6 +2,7 @@
 
   python bench/torch/torch_bench.py allreduce [--ranks 2,4] [--backends braid,gloo]
   python bench/torch/torch_bench.py ddp [--ranks 2] [--steps 20]
+  python bench/torch/torch_bench.py percall [--backends braid,gloo,fake] [--calls 5000]
 
 allreduce: dist.all_reduce (SUM, float32, in place) from 8 B to 64 MiB. For each size every rank
 runs warm-up calls, then timed calls inside a window of at least --min-ms; the table shows the
@@ -12,6 +13,10 @@ ddp: a ~10 M parameter MLP (4 x Linear(1600, 1600)) trained with DistributedData
 random data, batch 64 per rank; prints the median step time and, from the same model without
 DDP on each rank (no communication), the share of the step spent on communication:
 (t_ddp - t_local) / t_ddp.
+
+percall: the cost of one synchronous 8-byte dist.all_reduce (torch.ones(2)) on 2 ranks, best of 5
+windows of --calls calls, per backend; "fake" is torch's own no-op backend (FakeProcessGroup, no
+communication), so braid - fake is what braid's plugin and braid itself add to torch's path.
 
 Ranks are spawned processes on this host with env:// on a free loopback port.
 """
@@ -64,6 +69,28 @@ def _allreduce_worker(rank, world, backend, port, min_ms, queue):
         rows.append((size, elapsed.item()))
     if rank == 0:
         queue.put(rows)
+    dist.destroy_process_group()
+
+
+def _percall_worker(rank, world, backend, port, calls, queue):
+    if backend == "fake":
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        torch.set_num_threads(1)
+        dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
+    else:
+        _init(rank, world, backend, port)
+    t = torch.ones(2)
+    for _ in range(1000):
+        dist.all_reduce(t)
+    best = float("inf")
+    for _ in range(5):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(calls):
+            dist.all_reduce(t)
+        best = min(best, (time.perf_counter() - start) / calls)
+    if rank == 0:
+        queue.put(best)
     dist.destroy_process_group()
 
 
@@ -144,19 +171,34 @@ def ddp(args):
                   flush=True)
 
 
+def percall(args):
+    print(f"\ndist.all_reduce of 8 B (torch.ones(2)), 2 ranks, best of 5 windows of {args.calls} calls")
+    seen = {}
+    for b in args.backends:
+        seen[b] = _spawn(_percall_worker, 2, b, args.calls)
+        print(f"{b:>6}: {seen[b] * 1e6:6.2f} us per call", flush=True)
+    if "fake" in seen:
+        for b in seen:
+            if b != "fake":
+                print(f"{b:>6} - fake: {(seen[b] - seen['fake']) * 1e6:6.2f} us per call", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["allreduce", "ddp"])
+    parser.add_argument("what", choices=["allreduce", "ddp", "percall"])
     parser.add_argument("--ranks", default=None, help="comma-separated world sizes")
     parser.add_argument("--backends", default="braid,gloo")
     parser.add_argument("--min-ms", type=float, default=200.0, help="timed window per size")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=5000, help="calls per window (percall)")
     args = parser.parse_args()
     args.ranks = [int(r) for r in (args.ranks or ("2,4" if args.what == "allreduce" else "2")).split(",")]
+    if args.what == "percall" and "--backends" not in sys.argv:
+        args.backends = "braid,gloo,fake"
     args.backends = args.backends.split(",")
     if "braid" in args.backends:
         import braid_torch  # noqa: F401  (registers "braid"; the entry point would as well)
-    {"allreduce": allreduce, "ddp": ddp}[args.what](args)
+    {"allreduce": allreduce, "ddp": ddp, "percall": percall}[args.what](args)
     return 0
 
 
