@@ -1,5 +1,9 @@
 // Primitives: the moves ring and chain algorithms are written in.
 //
+// (Algorithms that talk to sets of peers — trees, binomial trees, direct and pairwise exchanges,
+// the barrier — are written in the same moves generalised to sets of receive and send peers,
+// fan_primitives.h; recursive doubling and halving in its PairExchange.)
+//
 // A rank on a ring or a chain talks to two neighbours over one channel: it receives from `prev`
 // and sends to `next`. Every algorithm of the ring family is a sequence of the moves NCCL's
 // device code is written in (src/device/primitives.h), so each reads like its pseudocode:
