@@ -68,6 +68,7 @@ Result<std::unique_ptr<Communicator>> CreateFromUniqueId(const char id[kUniqueId
   options.store = std::make_shared<rendezvous::PrefixStore>(std::move(connected).value(), "comm");
   options.open_store =
       StoreOpener(fields.host, fields.port, fields.token, "comm", config.timeout_ms);
+  options.store_address = fields.host + ":" + std::to_string(fields.port);
   options.config = std::move(config);
   return Communicator::Create(std::move(options));
 }
@@ -97,6 +98,9 @@ Result<std::unique_ptr<Communicator>> CreateFromEnvironment(Config config) {
   options.store = std::make_shared<rendezvous::PrefixStore>(std::move(connected).value(), space);
   options.open_store =
       StoreOpener(env.master_addr, env.master_port, env.secret, space, config.timeout_ms);
+  options.store_address = env.master_addr + ":" + std::to_string(env.master_port);
+  // Rank 0's process hosts the store unless the launcher does: if it dies, so does the store.
+  options.store_host_rank = env.store_hosted ? -1 : 0;
   options.config = std::move(config);
   return Communicator::Create(std::move(options));
 }

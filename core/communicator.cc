@@ -3,6 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
+#include <future>
+#include <sstream>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -58,6 +61,89 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
   return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr,
                                       load.oversubscribed, load.ranks_per_cpu);
 }
+
+// How long a rank that saw a link close waits for the closing rank's root-cause record: well
+// under a second, since a rank that broke writes it before closing its links (so it is normally
+// there at the first look), and a dead rank never writes one.
+constexpr int kCauseWaitMs = 300;
+
+// The peer whose link was lost, read from a transport's or a Connect's message ("connection to
+// rank P lost", "connecting to rank P", "rank P is gone"); -1 if none is named.
+int PeerOfLoss(const std::string& message, int self, int size) {
+  auto number_after = [&](const std::string& lead) -> int {
+    size_t at = message.find(lead);
+    while (at != std::string::npos) {
+      const char* digits = message.c_str() + at + lead.size();
+      if (std::isdigit(static_cast<unsigned char>(*digits))) {
+        const int peer = std::atoi(digits);
+        if (peer != self && peer >= 0 && peer < size) return peer;
+      }
+      at = message.find(lead, at + 1);
+    }
+    return -1;
+  };
+  for (const char* lead : {"connection to rank ", "connecting to rank ", "waiting for rank "}) {
+    const int peer = number_after(lead);
+    if (peer >= 0) return peer;
+  }
+  const size_t gone = message.find(" is gone");
+  if (gone != std::string::npos) {
+    const size_t rank_word = message.rfind("rank ", gone);
+    if (rank_word != std::string::npos) {
+      const int peer = std::atoi(message.c_str() + rank_word + 5);
+      if (peer != self && peer >= 0 && peer < size) return peer;
+    }
+  }
+  return -1;
+}
+
+// A record field never holds the separators.
+std::string Flatten(std::string text) {
+  for (char& c : text) {
+    if (c == '\t' || c == '\n') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+// The record under cause/<rank>: "braid-cause 1" then one line per root cause, its fields
+// separated by tabs: rank, kind, seen by, code, phrase.
+std::string Communicator::SerializeCauses(const std::vector<Cause>& causes) {
+  std::string out = "braid-cause 1\n";
+  for (const Cause& c : causes) {
+    out += std::to_string(c.rank) + "\t" + std::to_string(static_cast<int>(c.how)) + "\t" +
+           std::to_string(c.seen_by) + "\t" + std::to_string(static_cast<int>(c.code)) + "\t" +
+           Flatten(c.phrase) + "\n";
+  }
+  return out;
+}
+
+std::vector<Communicator::Cause> Communicator::ParseCauses(const std::string& record) {
+  std::vector<Cause> causes;
+  std::istringstream lines(record);
+  std::string line;
+  if (!std::getline(lines, line) || line != "braid-cause 1") return causes;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string rank, how, seen_by, code, phrase;
+    if (!std::getline(fields, rank, '\t') || !std::getline(fields, how, '\t') ||
+        !std::getline(fields, seen_by, '\t') || !std::getline(fields, code, '\t') ||
+        !std::getline(fields, phrase)) {
+      continue;
+    }
+    Cause c;
+    c.rank = std::atoi(rank.c_str());
+    c.how = static_cast<FailureKind>(std::atoi(how.c_str()));
+    c.seen_by = std::atoi(seen_by.c_str());
+    c.code = static_cast<Code>(std::atoi(code.c_str()));
+    c.phrase = phrase;
+    causes.push_back(std::move(c));
+  }
+  return causes;
+}
+
+namespace {
 
 // The deadline of an operation that starts now: `timeout_ms` from now, read from the coarse
 // monotonic clock. Why not Deadline::AfterMs: the precise clock read costs 20-40 ns on the
@@ -164,6 +250,8 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       pool_ranks_(std::move(pool_ranks)),
       selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports()),
                 TrialsOf(config_)),
+      store_address_(std::move(options.store_address)),
+      store_host_rank_(options.store_host_rank),
       open_store_(std::move(options.open_store)) {
   connections_.assign(static_cast<size_t>(size_), nullptr);
   links_->AddCommunicator();
@@ -207,7 +295,35 @@ Status Communicator::AsyncError() const {
 }
 
 void Communicator::Abort() {
-  Break(Status::Aborted("rank " + std::to_string(rank_) + ": communicator aborted by braidCommAbort"));
+  Cause self;
+  self.rank = rank_;
+  self.how = FailureKind::kAborted;
+  self.seen_by = rank_;
+  self.code = Code::kAborted;
+  self.phrase = "rank " + std::to_string(rank_) + " aborted (braidCommAbort called by the application)";
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (broken_.load()) {
+      // Already broken (and its cause published); the abort only makes sure nothing waits.
+      links_->Abort(error_);
+      return;
+    }
+    aborted_by_application_ = true;
+  }
+  // The record goes out before the links close, so a peer that sees them close reads "rank R
+  // aborted" rather than guessing "gone". Why on a thread of its own with a bounded wait: the
+  // store call takes the store client's lock, which an operation of this communicator may hold
+  // (a hang diagnosis), and a lost store may take its connect timeout; an abort must not wait
+  // for either. The thread owns what it uses (the store's shared_ptr, copies of the strings).
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> written = done->get_future();
+  std::thread([store = store_, key = "cause/" + std::to_string(rank_),
+               value = SerializeCauses({self}), done] {
+    (void)store->Set(key, value, Deadline::AfterMs(2000));
+    done->set_value();
+  }).detach();
+  (void)written.wait_for(std::chrono::milliseconds(500));
+  Break(Status::Aborted(self.phrase));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Config config) {
@@ -219,7 +335,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   std::string space;
   {
     std::lock_guard<LightLock> lock(op_mutex_);
-    if (broken_.load()) return AsyncError().WithContext(who + ": cannot split a broken communicator");
+    // The same root-cause error as every other call on the broken communicator.
+    if (broken_.load()) return AsyncError();
     if (finalized_) return Status::InvalidUsage(who + ": cannot split a finalized communicator");
     space = "split/" + std::to_string(splits_++);
   }
@@ -273,6 +390,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
   options.comm_id = rendezvous::CommIdFromText(std::to_string(comm_id_) + "/" + child_space);
   options.secret = secret_;
   options.store = std::make_shared<rendezvous::PrefixStore>(store_, child_space);
+  options.store_address = store_address_;
+  for (int i = 0; i < options.size; ++i) {
+    if (members[i].parent_rank == store_host_rank_) options.store_host_rank = i;
+  }
   if (open_store_) {
     options.open_store = [open = open_store_, child_space]() -> Result<std::shared_ptr<rendezvous::Store>> {
       auto base = open();
@@ -302,10 +423,9 @@ Status Communicator::Finalize() {
 }
 
 Status Communicator::WhyUnusable() const {
-  if (broken_.load()) {
-    return AsyncError().WithContext("rank " + std::to_string(rank_) +
-                                    ": communicator is unusable after an earlier error");
-  }
+  // Exactly the error that broke it, so the root cause stays the first thing every later call
+  // (and braidCommGetAsyncError's last error) names.
+  if (broken_.load()) return AsyncError();
   if (finalized_) {
     return Status::InvalidUsage("rank " + std::to_string(rank_) +
                                 ": communicator was finalized; no new operations are accepted");
@@ -313,37 +433,209 @@ Status Communicator::WhyUnusable() const {
   return Status::Ok();
 }
 
-Status Communicator::ExplainFailure(const Status& status, algorithms::TagSpace space,
-                                    uint64_t sequence, const char* op) {
-  const Deadline quick = Deadline::AfterMs(2000);
-  Status explained = status;
-  if (status.code() == Code::kTimeout && diagnosis_ &&
-      space != algorithms::TagSpace::kPointToPoint) {
-    // Ask the others where they are, so the error names who is missing instead of guessing.
-    explained = Status::Timeout(status.message() + " [timed out after " +
-                                std::to_string(config_.timeout_ms) + " ms; " +
-                                diagnosis_->Diagnose(sequence, op, 5000) + "]");
-  } else if (status.code() == Code::kRemoteError) {
-    // A peer that gave up first (timeout, abort, its own lost peer) closed its links; if it left
-    // its reason in the store, report that reason and its code rather than "connection lost".
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      const std::string key = "failed/" + std::to_string(r);
-      auto present = store_->Check({key}, quick);
-      if (!present.ok() || !present.value()) continue;
-      auto reason = store_->Get(key, quick);
-      if (!reason.ok() || reason.value().size() < 2) continue;
-      Code code = static_cast<Code>(reason.value()[0] - '0');
-      explained = Status(code, status.message() + " [rank " + std::to_string(r) +
-                                   " failed first: " + reason.value().substr(2) + "]");
-      break;
+Status Communicator::PublishCauses(const std::vector<Cause>& causes, Deadline deadline) {
+  return store_->Set("cause/" + std::to_string(rank_), SerializeCauses(causes), deadline);
+}
+
+std::optional<Communicator::Cause> Communicator::StoreHostCause(const Status& store_error) const {
+  if (store_error.ok() || store_host_rank_ < 0 || store_host_rank_ == rank_) return std::nullopt;
+  // Not a timeout: a store that answers nothing at all (connection refused, reset) is gone, and
+  // with it the process that hosted it.
+  if (store_error.code() == Code::kTimeout) return std::nullopt;
+  Cause cause;
+  cause.rank = store_host_rank_;
+  cause.how = FailureKind::kGone;
+  cause.seen_by = rank_;
+  cause.code = Code::kRemoteError;
+  cause.phrase = "rank " + std::to_string(store_host_rank_) + " is gone: the store at " +
+                 (store_address_.empty() ? std::string("its address") : store_address_) +
+                 " that it hosted no longer answers (seen by rank " + std::to_string(rank_) + ")";
+  return cause;
+}
+
+void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store_error) {
+  auto named = [causes](int r) {
+    for (const Cause& c : *causes) {
+      if (c.rank == r) return true;
+    }
+    return false;
+  };
+  const Deadline quick = Deadline::AfterMs(1000);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    // lost/<r> first: a link only closes after its rank wrote its record, so a rank seen lost
+    // whose record is still missing afterwards died without one.
+    auto lost = store_->Check({"lost/" + std::to_string(r)}, quick);
+    if (!lost.ok()) {
+      if (store_error->ok()) *store_error = lost.status();
+      return;
+    }
+    auto recorded = store_->Check({"cause/" + std::to_string(r)}, quick);
+    if (!recorded.ok()) {
+      if (store_error->ok()) *store_error = recorded.status();
+      return;
+    }
+    if (recorded.value()) {
+      auto record = store_->Get("cause/" + std::to_string(r), quick);
+      if (!record.ok()) continue;
+      for (Cause& c : ParseCauses(record.value())) {
+        if (!named(c.rank)) causes->push_back(std::move(c));
+      }
+    } else if (lost.value() && !named(r)) {
+      auto seen = store_->Get("lost/" + std::to_string(r), quick);
+      Cause gone;
+      gone.rank = r;
+      gone.how = FailureKind::kGone;
+      gone.seen_by = seen.ok() ? std::atoi(seen.value().c_str()) : -1;
+      gone.code = Code::kRemoteError;
+      gone.phrase = "rank " + std::to_string(r) + " is gone (seen by rank " +
+                    std::to_string(gone.seen_by) + ")";
+      causes->push_back(std::move(gone));
     }
   }
-  // Leave this rank's reason for the peers that will see its links drop.
-  (void)store_->Set("failed/" + std::to_string(rank_),
-                    std::to_string(static_cast<int>(explained.code())) + " " + explained.message(),
-                    quick);
-  return explained;
+}
+
+std::vector<Communicator::Cause> Communicator::CausesAfterLostLink(const Status& status) {
+  std::vector<Cause> causes;
+  Status store_error;
+  const int peer = PeerOfLoss(status.message(), rank_, size_);
+  if (peer >= 0) {
+    const std::string record_key = "cause/" + std::to_string(peer);
+    // Tell the others that this link closed (a peer that died leaves no record of its own).
+    Status marked = store_->Set("lost/" + std::to_string(peer), std::to_string(rank_),
+                                Deadline::AfterMs(300));
+    if (!marked.ok()) store_error = marked;
+    // The bounded wait: a peer that broke wrote its record before closing its links, so it is
+    // normally there at the first look; a moment more covers a store slower than the link.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCauseWaitMs);
+    while (store_error.ok()) {
+      auto present = store_->Check({record_key}, Deadline::AfterMs(300));
+      if (!present.ok()) {
+        store_error = present.status();
+        break;
+      }
+      if (present.value()) {
+        auto record = store_->Get(record_key, Deadline::AfterMs(300));
+        if (record.ok()) causes = ParseCauses(record.value());
+        if (!record.ok()) store_error = record.status();
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (causes.empty()) {
+      std::optional<Cause> host = StoreHostCause(store_error);
+      if (host) causes.push_back(*host);
+      if (!host || host->rank != peer) {
+        Cause gone;
+        gone.rank = peer;
+        gone.how = FailureKind::kGone;
+        gone.seen_by = rank_;
+        gone.code = Code::kRemoteError;
+        gone.phrase = "rank " + std::to_string(peer) + " is gone (seen by rank " +
+                      std::to_string(rank_) + ")";
+        // Without the store, "gone" is a guess: the peer may have closed because of another.
+        if (!store_error.ok()) {
+          gone.phrase = "rank " + std::to_string(peer) + " closed its link to rank " +
+                        std::to_string(rank_) + " and its cause cannot be read (" +
+                        store_error.message() + ")";
+        }
+        causes.push_back(std::move(gone));
+      }
+    }
+  }
+  if (store_error.ok()) MergeRecordedCauses(&causes, &store_error);
+  if (causes.empty()) {
+    std::optional<Cause> host = StoreHostCause(store_error);
+    if (host) causes.push_back(*host);
+  }
+  return causes;
+}
+
+Status Communicator::ExplainFailure(const Status& status, algorithms::TagSpace space,
+                                    uint64_t sequence, const char* op) {
+  const std::string me = "rank " + std::to_string(rank_);
+  Status own = status;
+  std::vector<Cause> causes;
+  bool aborted_here;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    aborted_here = aborted_by_application_;
+  }
+  if (aborted_here) {
+    Cause self;
+    self.rank = rank_;
+    self.how = FailureKind::kAborted;
+    self.seen_by = rank_;
+    self.code = Code::kAborted;
+    self.phrase = me + " aborted (braidCommAbort called by the application)";
+    causes.push_back(std::move(self));
+  } else if (status.code() == Code::kTimeout && diagnosis_ &&
+             space != algorithms::TagSpace::kPointToPoint) {
+    // Ask the others where they are, so the error names who is missing instead of guessing.
+    const HangDiagnosis::Findings found = diagnosis_->Diagnose(sequence, op, 5000);
+    own = Status::Timeout(status.message() + " [timed out after " +
+                          std::to_string(config_.timeout_ms) + " ms; " + found.text + "]");
+    const std::string here = std::string(op) + " #" + std::to_string(sequence);
+    // A peer that broke first (its own timeout, usually) may have found more: its record first.
+    Status store_error;
+    MergeRecordedCauses(&causes, &store_error);
+    auto named = [&causes](int r) {
+      for (const Cause& c : causes) {
+        if (c.rank == r) return true;
+      }
+      return false;
+    };
+    for (int r : found.silent) {
+      if (named(r)) continue;
+      Cause frozen;
+      frozen.rank = r;
+      frozen.how = FailureKind::kTimedOut;
+      frozen.seen_by = rank_;
+      frozen.code = Code::kTimeout;
+      frozen.phrase = "rank " + std::to_string(r) + " did not answer at " + here +
+                      " (frozen or gone?; seen by " + me + " after its " +
+                      std::to_string(config_.timeout_ms) + " ms timeout)";
+      causes.push_back(std::move(frozen));
+    }
+    if (found.silent.empty()) {
+      for (const auto& [r, state] : found.behind) {
+        if (named(r)) continue;
+        Cause late;
+        late.rank = r;
+        late.how = FailureKind::kTimedOut;
+        late.seen_by = rank_;
+        late.code = Code::kTimeout;
+        late.phrase = "rank " + std::to_string(r) + " had not reached " + here + " (" + state +
+                      "; seen by " + me + " after its " + std::to_string(config_.timeout_ms) +
+                      " ms timeout)";
+        causes.push_back(std::move(late));
+      }
+    }
+  } else if (status.code() == Code::kRemoteError) {
+    causes = CausesAfterLostLink(status);
+  }
+  if (causes.empty()) {
+    // This rank is the root: its own error says what happened (a timeout with nobody to blame, a
+    // mismatch it found, a local failure).
+    Cause self;
+    self.rank = rank_;
+    self.how = status.code() == Code::kTimeout   ? FailureKind::kTimedOut
+               : status.code() == Code::kAborted ? FailureKind::kAborted
+               : status.message().find("mismatch") != std::string::npos ? FailureKind::kBadInput
+                                                                        : FailureKind::kFailed;
+    self.seen_by = rank_;
+    self.code = own.code();
+    self.phrase = own.message();
+    causes.push_back(self);
+    (void)PublishCauses(causes, Deadline::AfterMs(1000));
+    return own;
+  }
+  // Before Break closes the links: a peer that sees them close reads this.
+  (void)PublishCauses(causes, Deadline::AfterMs(1000));
+  std::string lead;
+  for (const Cause& c : causes) lead += (lead.empty() ? "" : "; ") + c.phrase;
+  return Status(causes.front().code, lead + "; " + me + "'s own view: " + own.message());
 }
 
 template <typename Body>
@@ -366,6 +658,9 @@ Status Communicator::RunOperation(algorithms::TagSpace space, uint64_t sequence,
       status.code() != Code::kInvalidUsage) {
     status = ExplainFailure(status, space, sequence, op);
     Break(status);
+    // The first error recorded (another thread's abort may have broken it first), so that this
+    // call, every later call and braidCommGetAsyncError agree word for word.
+    return AsyncError();
   }
   return status;
 }

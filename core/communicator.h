@@ -11,7 +11,15 @@
 //
 // Errors: bad arguments are reported without touching the communicator. A failure while data is
 // in flight (lost peer, timeout, abort) breaks it: transports are aborted so no buffer is written
-// after the call returns, the error is kept (AsyncError) and every later call fails at once.
+// after the call returns, the error is kept (AsyncError) and every later call fails at once with
+// that same error.
+//
+// Root causes (docs/FAILURES.md): a rank that breaks first works out which rank failed first and
+// how (gone, aborted by the application, timed out, bad input), writes that under cause/<rank> in
+// the store BEFORE its links close, and its message leads with it: "rank 2 is gone (seen by rank
+// 1); rank 0's own view: ...". A rank that sees a link close waits a bounded moment (300 ms) for
+// the closing rank's record and, if there is one, reports that rank's root cause, not the rank:
+// so a chain of aborts keeps naming the original victim.
 #pragma once
 
 #include <atomic>
@@ -21,6 +29,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
@@ -61,6 +71,11 @@ class Communicator {
     // no peer exchange); pool_ranks[r] is rank r's rank in the pool.
     std::shared_ptr<LinkPool> shared_links;
     std::vector<int> pool_ranks;
+    // Where the store lives ("host:port"; "" = unknown) and which rank's process hosts it (-1:
+    // none of this communicator's, or unknown), so that a failure whose cause cannot be read
+    // because the store is gone says so and names the rank that took it down (env://: rank 0).
+    std::string store_address;
+    int store_host_rank = -1;
   };
 
   // Rendezvous with the other ranks (checks nranks agreement and duplicate ranks, lists missing
@@ -116,7 +131,9 @@ class Communicator {
   // Completes outstanding work (host operations are already complete) and refuses new work.
   Status Finalize();
   // Wakes every blocked wait of this communicator with Code::kAborted, at once, from any thread;
-  // later calls fail immediately.
+  // later calls fail immediately. First records "rank R aborted" as the root cause in the store
+  // (bounded: 500 ms at most, so a lost store cannot hold up the abort), so that peers whose
+  // links to this rank close say "rank R aborted" rather than "connection lost".
   void Abort();
   // OK while healthy; otherwise the error that broke the communicator.
   Status AsyncError() const;
@@ -143,12 +160,36 @@ class Communicator {
   // match the collective's): BRAID_CHECK's argument exchange and a trial's sum.
   Status RunInternal(const algorithms::CollectiveArgs& args, const char* algorithm,
                      algorithms::TagSpace space, uint64_t sequence, const char* op);
-  // For an error that breaks the communicator: adds what the store knows (where the other ranks
-  // are, after a timeout; why a peer dropped its links, after a lost connection) and publishes
-  // this rank's own reason for its peers.
+  // The rank that failed first, how, and who saw it: one entry of a root-cause record.
+  enum class FailureKind { kGone = 0, kAborted = 1, kTimedOut = 2, kBadInput = 3, kFailed = 4 };
+  struct Cause {
+    int rank = -1;  // the rank that failed first
+    FailureKind how = FailureKind::kFailed;
+    int seen_by = -1;
+    Code code = Code::kInternalError;  // the code every rank reports for it
+    std::string phrase;  // "rank 2 is gone (seen by rank 1)", the message's lead
+  };
+  // For an error that breaks the communicator: works out the root cause(s) (after a timeout,
+  // from the hang diagnosis; after a lost link, from the closing rank's record, waited for up to
+  // 300 ms; after this rank's abort, itself), publishes them under cause/<rank> before the links
+  // close, and returns the error led by them, with the root's code.
   // `space` and `sequence` are the failed operation's (RunOperation).
   Status ExplainFailure(const Status& status, algorithms::TagSpace space, uint64_t sequence,
                         const char* op);
+  // After a lost link: the closing peer's recorded root cause, or "peer is gone" when it left no
+  // record within the bounded wait; plus any other root recorded meanwhile (two ranks at once).
+  std::vector<Cause> CausesAfterLostLink(const Status& status);
+  // Adds to `causes` the roots other ranks recorded (or ranks seen lost that recorded nothing),
+  // skipping ranks already named. `store_error` gets the first store failure, if any.
+  void MergeRecordedCauses(std::vector<Cause>* causes, Status* store_error);
+  // The record under cause/<rank> and back (a record of another version parses as no causes).
+  static std::string SerializeCauses(const std::vector<Cause>& causes);
+  static std::vector<Cause> ParseCauses(const std::string& record);
+  // Writes this rank's record (cause/<rank>) with `deadline`.
+  Status PublishCauses(const std::vector<Cause>& causes, Deadline deadline);
+  // "rank 0 is gone: the store at host:port it hosted no longer answers (seen by rank 2)" when
+  // the store is lost and this communicator knows which rank hosted it.
+  std::optional<Cause> StoreHostCause(const Status& store_error) const;
   // BRAID_CHECK: allgathers every rank's (collective, datatype, op, root, count) and fails with
   // InvalidUsage naming the first rank whose call differs from this one.
   Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
@@ -208,8 +249,11 @@ class Communicator {
   int any_source_turn_ = 0;  // ReceiveFromAny polls from this peer on (round-robin across calls)
   bool finalized_ = false;
 
-  mutable std::mutex error_mutex_;  // guards error_
+  mutable std::mutex error_mutex_;  // guards error_ and aborted_by_application_
   Status error_;
+  bool aborted_by_application_ = false;  // Abort() was called: this rank is its own root cause
+  const std::string store_address_;
+  const int store_host_rank_;
   std::atomic<bool> broken_{false};
 
   const std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store_;

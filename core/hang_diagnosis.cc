@@ -1,5 +1,6 @@
 #include "core/hang_diagnosis.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <vector>
@@ -90,51 +91,92 @@ void HangDiagnosis::Serve() {
     serving_ = k;
     auto request = own_store_->Get(AskKey(rank_, k), Deadline::AfterMs(kParkMs));
     if (!request.ok()) {
-      if (request.status().code() == Code::kTimeout && !stopping_) continue;
-      break;  // store lost or closing: nothing left to answer through
+      if (stopping_) break;
+      // Why not give up on any other error: a live rank whose thread stopped answering would be
+      // listed as "did not answer (gone or frozen?)" by every later diagnosis. A store call that
+      // failed once (a reply late on a loaded machine closes the client's connection) is retried
+      // on a fresh connection; a store that is really gone fails here until the destructor.
+      if (request.status().code() != Code::kTimeout) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      continue;
     }
     if (request.value() == "stop") break;
     Status answered = own_store_->Set(StateKey(k, rank_), board_->Describe(), Deadline::AfterMs(5000));
-    if (!answered.ok()) break;
+    if (!answered.ok()) {
+      if (stopping_) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;  // asks again for request k, which is still there, and answers it
+    }
     ++k;
   }
   stopped_ = true;
 }
 
-std::string HangDiagnosis::Diagnose(uint64_t sequence, const char* op, int64_t wait_ms) {
+HangDiagnosis::Findings HangDiagnosis::Diagnose(uint64_t sequence, const char* op,
+                                                int64_t wait_ms) {
+  Findings findings;
   const Deadline deadline = Deadline::AfterMs(wait_ms);
   auto numbered = store_->Add("diag/requests", 1, deadline);
-  if (!numbered.ok()) return "could not ask the other ranks: " + numbered.status().message();
-  const int64_t k = numbered.value() - 1;
-  for (int r = 0; r < size_; ++r) {
-    Status asked = store_->Set(AskKey(r, k), "where", deadline);
-    if (!asked.ok()) return "could not ask the other ranks: " + asked.message();
+  if (!numbered.ok()) {
+    findings.text = "could not ask the other ranks: " + numbered.status().message();
+    return findings;
   }
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(StateKey(k, r));
-  (void)store_->Wait(keys, deadline);  // answers that came in time are read below either way
+  const int64_t k = numbered.value() - 1;
+  // One MultiSet, so request k reaches every rank's mailbox or none: every answering thread
+  // takes requests in order, and a mailbox left without request k would stall it for good.
+  std::vector<std::string> asks, wheres(static_cast<size_t>(size_), "where");
+  for (int r = 0; r < size_; ++r) asks.push_back(AskKey(r, k));
+  Status asked = store_->MultiSet(asks, wheres, deadline);
+  if (!asked.ok()) {
+    findings.text = "could not ask the other ranks: " + asked.message();
+    return findings;
+  }
+  // Why poll each answer rather than one Wait for them all: a frozen rank never answers, so a
+  // Wait for every key holds this store connection for the whole budget and ends in a reply that
+  // races the client's deadline (which then drops the connection, and with it the reads of the
+  // answers that did come). Live ranks answer within milliseconds; polling reads each answer as
+  // it comes and stops as soon as only silent ranks are left to wait for.
+  std::vector<std::string> answers(static_cast<size_t>(size_));
+  std::vector<bool> answered(static_cast<size_t>(size_), false);
+  answered[static_cast<size_t>(rank_)] = true;
+  int missing = size_ - 1;
+  for (int round = 0; missing > 0; ++round) {
+    for (int r = 0; r < size_; ++r) {
+      if (answered[static_cast<size_t>(r)]) continue;
+      const Deadline quick = Deadline::AfterMs(std::min<int64_t>(2000, std::max<int64_t>(
+                                                   deadline.RemainingMs(), 200)));
+      auto present = store_->Check({StateKey(k, r)}, quick);
+      if (!present.ok() || !present.value()) continue;
+      auto state = store_->Get(StateKey(k, r), quick);
+      if (!state.ok()) continue;
+      answers[static_cast<size_t>(r)] = state.value();
+      answered[static_cast<size_t>(r)] = true;
+      --missing;
+    }
+    if (missing == 0 || deadline.Expired()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(round < 10 ? 5 : 50));
+  }
 
   std::vector<std::string> behind, inside, silent;
   const std::string here = std::string(op) + " #" + std::to_string(sequence);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    auto answer = store_->Check({keys[r]}, Deadline::AfterMs(2000));
-    if (!answer.ok() || !answer.value()) {
+    if (!answered[static_cast<size_t>(r)]) {
       silent.push_back(std::to_string(r));
+      findings.silent.push_back(r);
       continue;
     }
-    auto state = store_->Get(keys[r], Deadline::AfterMs(2000));
-    if (!state.ok()) {
-      silent.push_back(std::to_string(r));
-      continue;
-    }
+    const std::string& state = answers[static_cast<size_t>(r)];
     // States read "in <op> #<seq> (...)" or "idle; last entered <op> #<seq> (...)".
-    size_t hash = state.value().find('#');
-    long long seq = hash == std::string::npos ? -1 : std::atoll(state.value().c_str() + hash + 1);
+    size_t hash = state.find('#');
+    long long seq = hash == std::string::npos ? -1 : std::atoll(state.c_str() + hash + 1);
     if (seq >= static_cast<long long>(sequence)) {
       inside.push_back(std::to_string(r));  // there, or there and already failed out of it
+      findings.inside.push_back(r);
     } else {
-      behind.push_back("rank " + std::to_string(r) + " (" + state.value() + ")");
+      behind.push_back("rank " + std::to_string(r) + " (" + state + ")");
+      findings.behind.emplace_back(r, state);
     }
   }
   std::string out;
@@ -145,7 +187,8 @@ std::string HangDiagnosis::Diagnose(uint64_t sequence, const char* op, int64_t w
   if (!inside.empty()) out += std::string(out.empty() ? "" : "; ") + "ranks that reached " + here + ": " + Join(inside);
   if (out.empty()) out = "every other rank reports having reached " + here;
   BRAID_LOG(kWarn, rank_) << "hang diagnosis for " << here << ": " << out;
-  return out;
+  findings.text = out;
+  return findings;
 }
 
 }  // namespace braid

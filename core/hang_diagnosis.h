@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/base/status.h"
 #include "rendezvous/store.h"
@@ -90,10 +92,18 @@ class HangDiagnosis {
                                                       const ProgressBoard* board);
   ~HangDiagnosis();
 
-  // Asks every rank where it is and waits up to `wait_ms` for answers. Returns a sentence naming
-  // the ranks that had not reached collective `sequence`, those still inside it, and those that
-  // did not answer.
-  std::string Diagnose(uint64_t sequence, const char* op, int64_t wait_ms);
+  // What Diagnose found: a sentence for the error message, and the ranks it names by kind (the
+  // communicator turns `silent`, else `behind`, into the failure's root cause).
+  struct Findings {
+    std::string text;
+    std::vector<int> silent;  // did not answer: frozen (SIGSTOP), gone, or its store lost
+    std::vector<std::pair<int, std::string>> behind;  // had not reached it: rank, its state
+    std::vector<int> inside;  // reached it (or went past it)
+  };
+  // Asks every rank where it is and waits up to `wait_ms` for answers, returning as soon as every
+  // other rank answered. Findings name the ranks that had not reached collective `sequence`,
+  // those that reached it, and those that did not answer.
+  Findings Diagnose(uint64_t sequence, const char* op, int64_t wait_ms);
 
  private:
   HangDiagnosis(std::shared_ptr<rendezvous::Store> own_store,
