@@ -106,7 +106,7 @@ void Primitives::Issue(Op op) {
     op.message = recv_messages_++;
     const uint64_t tag = MessageTag(ctx_.sequence, op.message);
     if (op.reduced) {
-      if (sinks_ == nullptr) sinks_ = std::make_shared<std::array<ReduceSink, kWindow>>();
+      if (sinks_ == nullptr) sinks_ = TakeReduceSinks<kWindow>();
       ReduceSink* sink = &(*sinks_)[op.message % kWindow];
       // The operand orders are those of the ReduceInto calls in Run(), so results do not depend
       // on the transport.

@@ -240,10 +240,11 @@ class Primitives {
   PendingSend slot_sends_[kSlots];
   size_t next_slot_ = 0;
 
-  // The sinks of in-place reducing receives, made on first use: message m's is m % kWindow,
-  // free again by then (at most kWindow - 1 receives are pending when one is posted, and moves
-  // run in message order). Shared with the connection, which holds a sink until it calls it no
-  // more: a failed collective may leave receives pending after this object is gone.
+  // The sinks of in-place reducing receives, taken on first use (TakeReduceSinks: a per-thread
+  // block, reused once nobody holds it): message m's is m % kWindow, free again by then (at most
+  // kWindow - 1 receives are pending when one is posted, and moves run in message order). Shared
+  // with the connection, which holds a sink until it calls it no more: a failed collective may
+  // leave receives pending after this object is gone.
   std::shared_ptr<std::array<ReduceSink, kWindow>> sinks_;
 };
 

@@ -8,17 +8,6 @@
 
 namespace braid::algorithms {
 
-void ReduceSink::Reset(void* dst, const void* own, DataType type, ReduceOp op,
-                       bool message_first) {
-  dst_ = static_cast<char*>(dst);
-  own_ = static_cast<const char*>(own);
-  type_ = type;
-  op_ = op;
-  message_first_ = message_first;
-  elem_ = std::max<size_t>(1, DataTypeSize(type));
-  carry_bytes_ = 0;
-}
-
 void ReduceSink::Reduce(size_t offset, const void* message, size_t count) const {
   char* out = dst_ + offset;
   const char* own = own_ + offset;

@@ -25,7 +25,10 @@
 // of its own; Reset() prepares one for its next receive once the previous receive completed.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
+#include <memory>
 
 #include "core/base/datatype.h"
 #include "transport/connection.h"
@@ -39,8 +42,18 @@ class ReduceSink final : public transport::LandingSink {
     Reset(dst, own, type, op, message_first);
   }
 
-  // Targets the next message (see the file comment for the arguments).
-  void Reset(void* dst, const void* own, DataType type, ReduceOp op, bool message_first);
+  // Targets the next message (see the file comment for the arguments). Inline: it runs once per
+  // reducing receive.
+  void Reset(void* dst, const void* own, DataType type, ReduceOp op, bool message_first) {
+    dst_ = static_cast<char*>(dst);
+    own_ = static_cast<const char*>(own);
+    type_ = type;
+    op_ = op;
+    message_first_ = message_first;
+    const size_t elem = DataTypeSize(type);
+    elem_ = elem > 0 ? elem : 1;
+    carry_bytes_ = 0;
+  }
 
   // transport::LandingSink: reduces the whole elements of [offset, offset + length), carrying a
   // split element over to the next piece.
@@ -61,5 +74,25 @@ class ReduceSink final : public transport::LandingSink {
   alignas(kMaxElementBytes) unsigned char carry_[kMaxElementBytes] = {};
   size_t carry_bytes_ = 0;  // bytes of a split element seen so far
 };
+
+// N sinks in one block shared with the connections that call them (hand each receive an aliasing
+// shared_ptr to one of them), from a per-thread cache. Why: a block allocated per collective
+// cost a malloc, a free and a control block (~140 instructions) on every reducing collective
+// over shared memory, 0.3% of a 2-rank 64 KiB reduce-scatter. The cached block is handed out
+// again only once nobody else holds it: neither an earlier collective nor a connection that may
+// still call one of its sinks (a receive left pending by a failure keeps it, and the next caller
+// gets a fresh block). Call it from the thread that will Reset the sinks.
+template <size_t N>
+std::shared_ptr<std::array<ReduceSink, N>> TakeReduceSinks() {
+  thread_local std::shared_ptr<std::array<ReduceSink, N>> cached;
+  if (cached != nullptr && cached.use_count() == 1) {
+    // The last holder's calls into the sinks happened before it let go (its release of the
+    // count, read above); this fence makes them happen before the caller's Reset.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return cached;
+  }
+  cached = std::make_shared<std::array<ReduceSink, N>>();
+  return cached;
+}
 
 }  // namespace braid::algorithms

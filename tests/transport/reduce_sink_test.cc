@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -166,6 +167,29 @@ TEST_CASE("ReduceSink after Reset starts a new message (no carry left from the l
   sink.Land(0, message, 8);
   CHECK(out[0] == 11);
   CHECK(out[1] == 22);
+}
+
+TEST_CASE("TakeReduceSinks hands a block out again only once nobody holds any of it",
+          "[reduce_sink]") {
+  auto first = TakeReduceSinks<4>();
+  REQUIRE(first != nullptr);
+  auto second = TakeReduceSinks<4>();  // the first is still held: a block of its own
+  CHECK(second.get() != first.get());
+  const auto* second_block = second.get();
+  // A connection still holding one sink of the cached block (a receive a failure left pending)
+  // keeps the block from the next collective.
+  std::shared_ptr<transport::LandingSink> held(second, &(*second)[2]);
+  first.reset();
+  second.reset();
+  auto third = TakeReduceSinks<4>();
+  CHECK(third.get() != second_block);
+  const auto* third_block = third.get();
+  held.reset();
+  third.reset();
+  // Nobody holds the cached block now: it is reused, no allocation.
+  auto fourth = TakeReduceSinks<4>();
+  CHECK(fourth.get() == third_block);
+  CHECK(fourth.use_count() == 2);  // the caller and the cache
 }
 
 }  // namespace
