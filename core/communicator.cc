@@ -461,6 +461,22 @@ void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store
     return false;
   };
   const Deadline quick = Deadline::AfterMs(1000);
+  // Links of this rank that are lost too are marked for everyone (lost/<r>): a second rank that
+  // died at the same moment may be linked to nobody who saw it first, since its other peers may
+  // have broken on the first victim's news before noticing their own loss. Probe only reports
+  // (a link with a receive pending answers kInternalError, skipped), and the links are about to
+  // be aborted, so whatever it moves is never read.
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || connections_[r] == nullptr || named(r)) continue;
+    auto probed = connections_[r]->Probe();
+    if (!probed.ok() && probed.status().code() == Code::kRemoteError) {
+      Status marked = store_->Set("lost/" + std::to_string(r), std::to_string(rank_), quick);
+      if (!marked.ok()) {
+        if (store_error->ok()) *store_error = marked;
+        return;
+      }
+    }
+  }
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     // lost/<r> first: a link only closes after its rank wrote its record, so a rank seen lost

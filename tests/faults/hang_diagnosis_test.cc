@@ -70,11 +70,14 @@ TEST_CASE("a timed-out allreduce names the idle rank and its last collective", "
     REQUIRE(results[rank].rfind("MESSAGE:", 0) == 0);
     CHECK(Has(results[rank], "had not reached allreduce #1"));
     CHECK(Has(results[rank], "rank 2 (idle; last entered allreduce #0 (4 bytes))"));
-    // Either this rank diagnosed while the other waiting rank was still inside the collective, or
-    // the other timed out first and its diagnosis (naming the same idle rank) is reported.
+    // The root cause leads: the idle rank, whichever waiting rank diagnosed it (this one while
+    // the other was still inside the collective, or the other, which timed out first and
+    // recorded it before closing its links).
+    CHECK(Has(results[rank], "MESSAGE:rank 2 had not reached allreduce #1 (idle; last entered "
+                             "allreduce #0 (4 bytes); seen by rank "));
     const std::string other = std::to_string(1 - rank);
     CHECK((Has(results[rank], "ranks that reached allreduce #1: " + other) ||
-           Has(results[rank], "rank " + other + " failed first:")));
+           Has(results[rank], "connection to rank " + other + " lost")));
   }
 }
 
@@ -154,9 +157,13 @@ std::string Judge(const Operation& op, int rank, braidResult_t rc, const std::st
     if (!Has(message, expected)) return "the error does not say '" + expected + "': " + message;
     return "";
   }
-  // The diagnosis names exactly the frozen rank as not answering (this rank's own, or, if the
-  // other survivor gave up first and closed its links, that rank's, quoted as "failed first").
-  if (SilentRanks(message) != std::vector<std::string>{std::to_string(kStopped)}) {
+  // The root cause leads: the frozen rank (this rank's diagnosis, or, if the other survivor gave
+  // up first and closed its links, the one it recorded).
+  const std::string root = "rank " + std::to_string(kStopped) + " did not answer at ";
+  if (message.rfind(root, 0) != 0) return "the error does not lead with '" + root + "': " + message;
+  // This rank's own diagnosis, if it made one, names exactly the frozen rank as not answering.
+  if (Has(message, "did not answer (process gone or frozen?)") &&
+      SilentRanks(message) != std::vector<std::string>{std::to_string(kStopped)}) {
     return "the error does not name exactly rank " + std::to_string(kStopped) +
            " as not answering: " + message;
   }
