@@ -1,6 +1,10 @@
 """A 2-rank DDP training run on backend "braid" (README's third command):
 
-    .venv/bin/torchrun --standalone --nproc-per-node 2 bindings/torch/examples/ddp_example.py
+    .venv/bin/torchrun --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:0 \
+        --local-addr 127.0.0.1 bindings/torch/examples/ddp_example.py
+
+(`--standalone` with addresses instead of names: it dials `localhost` and gives the workers the
+host name, which do not resolve without /etc/hosts; see README.md.)
 
 No import of braid_torch is needed: the installed package registers "braid" with torch.
 """
