@@ -511,10 +511,66 @@ void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store
   }
 }
 
+std::vector<Communicator::Cause> Communicator::CausesFromGoodbye(const std::string& text,
+                                                                 int peer) const {
+  std::vector<Cause> causes;
+  // The lead is everything before "; rank R's own view: "; without one the peer was its own root.
+  std::string lead = text;
+  const size_t own = text.find("'s own view: ");
+  if (own != std::string::npos) {
+    const size_t cut = text.rfind("; rank ", own);
+    if (cut != std::string::npos) lead = text.substr(0, cut);
+  }
+  // Phrases start with "rank N" and are separated by "; rank N" (a phrase may hold "; " itself,
+  // as in a rank's state "idle; last entered ...").
+  std::vector<std::string> phrases;
+  size_t start = 0;
+  for (size_t at = lead.find("; rank "); ; at = lead.find("; rank ", at + 1)) {
+    if (at == std::string::npos) {
+      phrases.push_back(lead.substr(start));
+      break;
+    }
+    if (at + 7 < lead.size() && std::isdigit(static_cast<unsigned char>(lead[at + 7]))) {
+      phrases.push_back(lead.substr(start, at - start));
+      start = at + 2;
+    }
+  }
+  for (const std::string& phrase : phrases) {
+    Cause c;
+    c.rank = phrase.rfind("rank ", 0) == 0 ? std::atoi(phrase.c_str() + 5) : peer;
+    if (c.rank < 0 || c.rank >= size_) c.rank = peer;
+    c.seen_by = peer;
+    c.phrase = phrase;
+    if (phrase.find(" is gone") != std::string::npos) {
+      c.how = FailureKind::kGone;
+      c.code = Code::kRemoteError;
+    } else if (phrase.find(" aborted (braidCommAbort") != std::string::npos) {
+      c.how = FailureKind::kAborted;
+      c.code = Code::kAborted;
+    } else if (phrase.find(" did not answer at ") != std::string::npos ||
+               phrase.find(" had not reached ") != std::string::npos) {
+      c.how = FailureKind::kTimedOut;
+      c.code = Code::kTimeout;
+    } else {
+      c.how = FailureKind::kFailed;
+      c.code = Code::kRemoteError;
+      c.phrase = "rank " + std::to_string(peer) + " failed: " + phrase;
+    }
+    causes.push_back(std::move(c));
+  }
+  return causes;
+}
+
 std::vector<Communicator::Cause> Communicator::CausesAfterLostLink(const Status& status) {
   std::vector<Cause> causes;
   Status store_error;
   const int peer = PeerOfLoss(status.message(), rank_, size_);
+  // The closing peer's goodbye (transport/tcp/wire.h, transport/shm/wire.h), if it sent one: it
+  // is alive and broke for the reason it gives, so its record is in the store already (no wait),
+  // and without the store the goodbye itself names the root.
+  const std::string said = "closed the link and said why: ";
+  const size_t goodbye_at = status.message().find(said);
+  const bool goodbye = peer >= 0 && goodbye_at != std::string::npos;
   if (peer >= 0) {
     const std::string record_key = "cause/" + std::to_string(peer);
     // Tell the others that this link closed (a peer that died leaves no record of its own).
@@ -536,8 +592,11 @@ std::vector<Communicator::Cause> Communicator::CausesAfterLostLink(const Status&
         if (!record.ok()) store_error = record.status();
         break;
       }
-      if (std::chrono::steady_clock::now() >= until) break;
+      if (goodbye || std::chrono::steady_clock::now() >= until) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (causes.empty() && goodbye) {
+      causes = CausesFromGoodbye(status.message().substr(goodbye_at + said.size()), peer);
     }
     if (causes.empty()) {
       std::optional<Cause> host = StoreHostCause(store_error);

@@ -695,11 +695,18 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
 
 // ---- failure ----
 
-void ShmChannel::Fail(const Status& reason) {
+void ShmChannel::Fail(const Status& reason, bool goodbye) {
   {
     std::lock_guard<LightLock> send_lock(send_lock_);
     std::lock_guard<LightLock> recv_lock(recv_lock_);
     if (failed_.load()) return;
+    if (goodbye && !reason.ok()) {
+      // One packet, best effort (a full socket buffer gets none): the peer then reads a plain
+      // end of file.
+      std::string packet(1, kGoodbye);
+      packet.append(reason.message(), 0, kMaxGoodbyeBytes);
+      (void)::send(socket_, packet.data(), packet.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     out_->abandoned.store(1, std::memory_order_seq_cst);
     if (same_process_) {
       // The peer thread may be copying out of one of our buffers right now (see CopyRemote).

@@ -123,14 +123,17 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
-  // reason wins.
-  void Fail(const Status& reason);
+  // reason wins. With `goodbye` (a transport abort, i.e. a failure), first tells the peer why
+  // over the socket (wire.h's kGoodbye).
+  void Fail(const Status& reason, bool goodbye = false);
   // True once Fail() ran or the peer is gone: the control thread stops watching the socket.
   bool finished() const { return failed_.load() || peer_gone_.load(); }
 
   // Control thread: the socket reached end of file or an error. Fails sends now and receives
   // once the ring is drained, with kRemoteError `reason`.
   void OnPeerGone(const Status& reason);
+  // Control thread: the peer's goodbye text (wire.h), kept for the loss it will report.
+  std::string& goodbye() { return goodbye_; }
   // Control thread: the consumer freed ring space we asked to hear about; pushes queued sends
   // and asks for the next doorbell while some remain.
   void OnDoorbell();
@@ -227,6 +230,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   const int peer_;
   const int side_;
   const int socket_;
+  std::string goodbye_;  // the peer's goodbye text, if it sent one; the control thread's only
   Segment segment_;
   SideControl* const own_;
   SideControl* const other_;

@@ -399,8 +399,13 @@ struct ShmTransport::State {
         "the peer closed its end of the shm link (it closed the connection, exited "
         "or was killed)";
     for (;;) {
-      char bytes[64];
+      // One packet per recv (SOCK_SEQPACKET): a doorbell byte, or a goodbye and its text.
+      char bytes[1 + kMaxGoodbyeBytes];
       ssize_t n = ::recv(link->socket(), bytes, sizeof(bytes), MSG_DONTWAIT);
+      if (n > 0 && bytes[0] == kGoodbye) {
+        link->goodbye().assign(bytes + 1, static_cast<size_t>(n - 1));
+        continue;
+      }
       if (n > 0) {
         doorbell = true;
         continue;
@@ -414,6 +419,10 @@ struct ShmTransport::State {
       break;
     }
     if (doorbell) link->OnDoorbell();
+    if (gone && !link->goodbye().empty()) {
+      why = "rank " + std::to_string(link->peer()) + " closed the link and said why: " +
+            link->goodbye();
+    }
     if (gone && !link->finished()) {
       Status status = Status::RemoteError("rank " + std::to_string(rank) + ": connection to rank " +
                                           std::to_string(link->peer()) + " lost: " + why);
@@ -774,7 +783,7 @@ void ShmTransport::Abort(const Status& reason) {
   uint64_t one = 1;
   (void)::write(s.abort_fd, &one, sizeof(one));  // never drained: wakes dialing Connects for good
   s.stash_cv.notify_all();
-  for (const auto& channel : channels) channel->Fail(status);
+  for (const auto& channel : channels) channel->Fail(status, /*goodbye=*/true);
   s.Kick();
   BRAID_LOG(kInfo, s.rank) << "shm transport aborted: " << status.message();
 }

@@ -48,5 +48,13 @@ static_assert(std::is_trivially_copyable<HandshakeFrame>::value, "sent as raw by
 
 // The doorbell byte (see RingControl::want_doorbell).
 constexpr char kDoorbell = 'D';
+// The goodbye (docs/FAILURES.md): a rank whose transport is aborted (a failure) sends, on each
+// link's socket, one packet of this byte followed by the reason's text (at most kMaxGoodbyeBytes),
+// then shuts the socket down. The peer's control thread, which reads the socket for doorbells
+// anyway, reports the loss as "rank P closed the link and said why: <text>" instead of a bare
+// "closed its end", so a rank that aborted because of another is told apart from a rank that is
+// gone, even without the store. The socket carries no data, so the data path never sees it.
+constexpr char kGoodbye = 'G';
+constexpr size_t kMaxGoodbyeBytes = 2048;
 
 }  // namespace braid::transport::shm

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -99,7 +100,7 @@ void TcpDriver::Remove(const TcpChannel* channel) {
 }
 
 void TcpDriver::FailAll(const Status& reason) {
-  for (const auto& channel : *Snapshot()) channel->Fail(reason);
+  for (const auto& channel : *Snapshot()) channel->Fail(reason, /*goodbye=*/true);
   WakeSleepers();
 }
 
@@ -256,6 +257,41 @@ TcpChannel::~TcpChannel() {
 std::string TcpChannel::LostMessage(const std::string& why) const {
   return "rank " + std::to_string(rank_) + ": connection to rank " + std::to_string(peer_) +
          " lost: " + why;
+}
+
+Status TcpChannel::TakeGoodbyeLocked(const MessageHeader& header) {
+  if (header.bytes > kMaxGoodbyeBytes) {
+    return Status::RemoteError(LostMessage("received a goodbye of " + std::to_string(header.bytes) +
+                                           " bytes, more than a goodbye may have (stream out of step)"));
+  }
+  const size_t staged = staged_end_ - staged_begin_;
+  std::string text;
+  // Staged (ProgressRecvLocked, Probe) or only peeked (OnIdleHangup): skip the header either way.
+  if (staged >= sizeof(header)) {
+    const size_t have = std::min<size_t>(staged - sizeof(header), header.bytes);
+    text.assign(staging_.get() + staged_begin_ + sizeof(header), have);
+    staged_begin_ += sizeof(header) + have;
+  } else {
+    MessageHeader skipped;
+    (void)::recv(fd_, &skipped, sizeof(skipped), MSG_DONTWAIT);
+  }
+  // The sender wrote it in one piece before shutting down, so the rest is normally here already.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (text.size() < header.bytes && std::chrono::steady_clock::now() < give_up) {
+    char piece[512];
+    const size_t want = std::min(sizeof(piece), static_cast<size_t>(header.bytes) - text.size());
+    const ssize_t got = ::recv(fd_, piece, want, MSG_DONTWAIT);
+    if (got > 0) {
+      text.append(piece, static_cast<size_t>(got));
+    } else if (got == 0 || (!WouldBlock(errno) && errno != EINTR)) {
+      break;
+    } else {
+      pollfd pfd{fd_, POLLIN, 0};
+      (void)::poll(&pfd, 1, 10);
+    }
+  }
+  return Status::RemoteError(LostMessage("rank " + std::to_string(peer_) +
+                                         " closed the link and said why: " + text));
 }
 
 Status TcpChannel::SocketError(int error, const char* doing) const {
@@ -429,6 +465,7 @@ Status TcpChannel::ProgressRecvLocked(bool* moved, bool* completed) {
       MessageHeader header;
       std::memcpy(&header, staging + staged_begin_, sizeof(header));
       if (header.magic != kMessageMagic) {
+        if (header.magic == kGoodbyeMagic) return TakeGoodbyeLocked(header);
         return Status::RemoteError(
             LostMessage("received a message header with a bad magic (stream out of step)"));
       }
@@ -575,8 +612,10 @@ Result<std::optional<Connection::Incoming>> TcpChannel::Probe() {
         MessageHeader header;
         std::memcpy(&header, staging + staged_begin_, sizeof(header));
         if (header.magic != kMessageMagic) {
-          error = Status::RemoteError(
-              LostMessage("received a message header with a bad magic (stream out of step)"));
+          error = header.magic == kGoodbyeMagic
+                      ? TakeGoodbyeLocked(header)
+                      : Status::RemoteError(LostMessage(
+                            "received a message header with a bad magic (stream out of step)"));
           break;
         }
         Connection::Incoming incoming;
@@ -651,8 +690,15 @@ void TcpChannel::OnIdleHangup() {
     // Anything the peer sent before it left is still for the receives to come.
     char byte;
     const ssize_t peeked = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    MessageHeader next;
     if (peeked == 0 && staged_end_ == staged_begin_ && discard_left_ == 0) {
       lost = Status::RemoteError(LostMessage("the peer closed the connection (end of file)"));
+    } else if (peeked > 0 && staged_end_ == staged_begin_ && discard_left_ == 0 &&
+               ::recv(fd_, &next, sizeof(next), MSG_PEEK | MSG_DONTWAIT) ==
+                   static_cast<ssize_t>(sizeof(next)) &&
+               next.magic == kGoodbyeMagic) {
+      // All that is left is the peer's goodbye: the link is gone, for what reason it said.
+      lost = TakeGoodbyeLocked(next);
     } else if (peeked < 0 && !WouldBlock(errno) && errno != EINTR) {
       lost = SocketError(errno, "idle");
     }
@@ -675,12 +721,26 @@ void TcpChannel::OnIdleHangup() {
 
 // ---- failure ----
 
-void TcpChannel::Fail(const Status& reason) {
+void TcpChannel::Fail(const Status& reason, bool goodbye) {
   {
     std::lock_guard<std::mutex> send_lock(send_mutex_);
     std::lock_guard<std::mutex> recv_lock(recv_mutex_);
     if (failed_.load()) return;
     const Status status = reason.ok() ? Status::Aborted(LostMessage("closed")) : reason;
+    // The goodbye only fits between two messages: a half-sent one would swallow it as payload.
+    // One non-blocking send, best effort: a full socket (a peer that stopped reading) gets none,
+    // and a goodbye the kernel took only in part is cut short by the shutdown below, which the
+    // peer reads as a plain end of file.
+    if (goodbye && !reason.ok() && send_failure_.ok() &&
+        (send_queue_.empty() || send_queue_.front().offset == 0)) {
+      const std::string& text = reason.message();
+      MessageHeader header;
+      header.magic = kGoodbyeMagic;
+      header.bytes = std::min(text.size(), kMaxGoodbyeBytes);
+      std::string frame(reinterpret_cast<const char*>(&header), sizeof(header));
+      frame.append(text, 0, header.bytes);
+      (void)::send(fd_, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     for (SendOp& op : send_queue_) op.request->Complete(status);
     send_queue_.clear();
     UpdateSendStateLocked();

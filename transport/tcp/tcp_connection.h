@@ -87,7 +87,8 @@ class TcpDriver : public RequestDriver {
 
   void Add(const std::shared_ptr<TcpChannel>& channel);
   void Remove(const TcpChannel* channel);
-  // Fails every channel with `reason` (Abort); wakes every waiter.
+  // Fails every channel with `reason` (Abort); wakes every waiter. Each channel says goodbye
+  // with `reason`'s message where its stream allows (wire.h).
   void FailAll(const Status& reason);
 
   // RequestDriver.
@@ -155,8 +156,10 @@ class TcpChannel : public std::enable_shared_from_this<TcpChannel> {
   // its payload is read, so a large one still lands straight in its receive's buffer).
   Result<std::optional<Connection::Incoming>> Probe();
   // Fails every pending and future request with `reason` (the first failure wins) and shuts the
-  // socket down. Returns once no thread uses any request's buffer. Idempotent.
-  void Fail(const Status& reason);
+  // socket down. Returns once no thread uses any request's buffer. Idempotent. With `goodbye`
+  // (a transport abort, i.e. a failure), first tells the peer why (wire.h's goodbye) if no
+  // message is half sent.
+  void Fail(const Status& reason, bool goodbye = false);
 
   // For the driver.
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
@@ -196,6 +199,10 @@ class TcpChannel : public std::enable_shared_from_this<TcpChannel> {
   void CompleteRecvLocked(RecvOp& op, Status status);
 
   std::string LostMessage(const std::string& why) const;
+  // With recv_mutex_ held and a goodbye `header` at staged_begin_: takes the goodbye's text
+  // (staged, then from the socket, waiting at most 200 ms for the rest) and returns the loss it
+  // reports.
+  Status TakeGoodbyeLocked(const MessageHeader& header);
   Status SocketError(int error, const char* doing) const;
   // Logs and carries out a failure found while driving.
   void FailFromDriving(const Status& status);

@@ -33,6 +33,17 @@ struct MessageHeader {
   uint64_t bytes = 0;
 };
 static_assert(sizeof(MessageHeader) == 24, "message header layout");
+
+// The goodbye (docs/FAILURES.md): a rank that closes its links because of a failure (its
+// transport is aborted) sends, where the stream is between two messages, one MessageHeader with
+// this magic, tag 0 and `bytes` bytes of text (at most kMaxGoodbyeBytes) saying why, then shuts
+// the socket down. A peer that reads it instead of a message header reports "rank P closed the
+// link and said why: <text>" instead of a bare end of file, so it can tell a rank that aborted
+// because of another from a rank that is gone, even without the store. Never sent on the data
+// path: only the failure path writes it, and the receiver looks for it only where a header's
+// magic is not kMessageMagic.
+constexpr uint32_t kGoodbyeMagic = 0x42475242;  // "BRGB"
+constexpr size_t kMaxGoodbyeBytes = 2048;
 static_assert(std::is_trivially_copyable<MessageHeader>::value, "sent as raw bytes");
 
 }  // namespace braid::transport::tcp
