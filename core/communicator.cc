@@ -511,6 +511,29 @@ void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store
   }
 }
 
+std::vector<Communicator::Cause> Communicator::AwaitRecord(int peer, int64_t wait_ms,
+                                                           Status* store_error) {
+  const std::string record_key = "cause/" + std::to_string(peer);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    auto present = store_->Check({record_key}, Deadline::AfterMs(300));
+    if (!present.ok()) {
+      *store_error = present.status();
+      return {};
+    }
+    if (present.value()) {
+      auto record = store_->Get(record_key, Deadline::AfterMs(300));
+      if (!record.ok()) {
+        *store_error = record.status();
+        return {};
+      }
+      return ParseCauses(record.value());
+    }
+    if (std::chrono::steady_clock::now() >= until) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 std::vector<Communicator::Cause> Communicator::CausesFromGoodbye(const std::string& text,
                                                                  int peer) const {
   std::vector<Cause> causes;
@@ -572,29 +595,14 @@ std::vector<Communicator::Cause> Communicator::CausesAfterLostLink(const Status&
   const size_t goodbye_at = status.message().find(said);
   const bool goodbye = peer >= 0 && goodbye_at != std::string::npos;
   if (peer >= 0) {
-    const std::string record_key = "cause/" + std::to_string(peer);
     // Tell the others that this link closed (a peer that died leaves no record of its own).
     Status marked = store_->Set("lost/" + std::to_string(peer), std::to_string(rank_),
                                 Deadline::AfterMs(300));
     if (!marked.ok()) store_error = marked;
     // The bounded wait: a peer that broke wrote its record before closing its links, so it is
-    // normally there at the first look; a moment more covers a store slower than the link.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCauseWaitMs);
-    while (store_error.ok()) {
-      auto present = store_->Check({record_key}, Deadline::AfterMs(300));
-      if (!present.ok()) {
-        store_error = present.status();
-        break;
-      }
-      if (present.value()) {
-        auto record = store_->Get(record_key, Deadline::AfterMs(300));
-        if (record.ok()) causes = ParseCauses(record.value());
-        if (!record.ok()) store_error = record.status();
-        break;
-      }
-      if (goodbye || std::chrono::steady_clock::now() >= until) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    // normally there at the first look; a moment more covers a store slower than the link. A
+    // peer that said goodbye broke (it did not die), so its record is there already.
+    if (store_error.ok()) causes = AwaitRecord(peer, goodbye ? 0 : kCauseWaitMs, &store_error);
     if (causes.empty() && goodbye) {
       causes = CausesFromGoodbye(status.message().substr(goodbye_at + said.size()), peer);
     }
@@ -689,6 +697,30 @@ Status Communicator::ExplainFailure(const Status& status, algorithms::TagSpace s
     }
   } else if (status.code() == Code::kRemoteError) {
     causes = CausesAfterLostLink(status);
+  } else if (status.code() == Code::kTimeout && space == algorithms::TagSpace::kPointToPoint) {
+    // Only the two ranks of a pair take part, so there is nobody to ask: the peer whose side did
+    // not complete is the one to look at.
+    for (const char* lead : {" bytes from rank ", " bytes to rank "}) {
+      const size_t at = status.message().find(lead);
+      if (at == std::string::npos) continue;
+      const int peer = std::atoi(status.message().c_str() + at + std::strlen(lead));
+      if (peer < 0 || peer >= size_ || peer == rank_) continue;
+      // The peer may be stuck on a third rank and time out a moment later itself (a ring of
+      // sends and receives): its record, if it comes within the bounded wait, names the root.
+      Status store_error;
+      causes = AwaitRecord(peer, kCauseWaitMs, &store_error);
+      if (!causes.empty()) break;
+      Cause late;
+      late.rank = peer;
+      late.how = FailureKind::kTimedOut;
+      late.seen_by = rank_;
+      late.code = Code::kTimeout;
+      late.phrase = "rank " + std::to_string(peer) + " did not complete its side of " + op +
+                    " within the " + std::to_string(config_.timeout_ms) + " ms timeout (seen by " +
+                    me + ")";
+      causes.push_back(std::move(late));
+      break;
+    }
   }
   if (causes.empty()) {
     // This rank is the root: its own error says what happened (a timeout with nobody to blame, a

@@ -179,6 +179,9 @@ class Communicator {
   // After a lost link: the closing peer's recorded root cause, or "peer is gone" when it left no
   // record within the bounded wait; plus any other root recorded meanwhile (two ranks at once).
   std::vector<Cause> CausesAfterLostLink(const Status& status);
+  // `peer`'s record (cause/<peer>), polled for up to `wait_ms`; empty if none came or the store
+  // failed (then `store_error` says how).
+  std::vector<Cause> AwaitRecord(int peer, int64_t wait_ms, Status* store_error);
   // The root causes a peer's goodbye names (its error message: "rank 2 is gone (seen by rank 1);
   // rank 1's own view: ..."), for when its store record cannot be read.
   std::vector<Cause> CausesFromGoodbye(const std::string& text, int peer) const;

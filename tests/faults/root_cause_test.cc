@@ -416,7 +416,8 @@ TEST_CASE("a frozen rank (SIGSTOP) is named first at the timeout, and only it",
     cases = {{"tcp", 3, {1}, Way::kSigstop, "allreduce"},
              {"shm", 4, {0}, Way::kSigstop, "alltoall"},
              {"tcp", 8, {7}, Way::kSigstop, "broadcast"},
-             {"shm", 8, {3}, Way::kSigstop, "reducescatter"}};
+             {"shm", 8, {3}, Way::kSigstop, "reducescatter"},
+             {"tcp", 4, {2}, Way::kSigstop, "send/recv"}};
   }
   for (const Case& c : cases) RunCase(c);
 }
