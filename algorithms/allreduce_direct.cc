@@ -25,13 +25,12 @@
 // ((b0 op b1) op b2) ... op b(n-1), from the same operands, so floating-point results agree to
 // the bit. kAvg divides once at the end.
 //
-// Written in fan primitives (fan_primitives.h): a fan-out of sendbuf to every peer (Send), then
-// one fan-in over all n ranks in rank order (RecvReduce, this rank's own contribution at its own
-// place), with every receive posted at once (a window of n-1) into its own scratch slot of the
-// whole buffer. The fan-in reduces each contribution as soon as it and those before it in rank
-// order are in, and before it writes recvbuf it waits for the sends still reading it (in place,
-// sendbuf is recvbuf: a transport may read a send's buffer until it completes); in place, this
-// rank's contribution is read from a copy once recvbuf has been overwritten.
+// Written as one FanRound (fan_primitives.h): a Send of sendbuf to every peer and a Recv from
+// each into its own scratch slot, all posted at once; Wait takes the receives, then the sends
+// (a transport may read sendbuf, which is recvbuf in place, until its send completes), and only
+// then is recvbuf written: the n contributions are combined in rank order. In place, this rank's
+// own contribution is copied to its slot first (the first reduction writes recvbuf while later
+// ones still read it).
 //
 // Tags: the only message of each pair is number 0.
 #include "algorithms/allreduce_direct.h"
@@ -42,37 +41,45 @@
 
 #include "algorithms/cost_model.h"
 #include "algorithms/fan_primitives.h"
+#include "kernels/cpu/reduce.h"
 
 namespace braid::algorithms {
 
 Status DirectAllReduce(const CollectiveContext& ctx, const void* sendbuf, void* recvbuf,
                        size_t count, DataType type, ReduceOp op) {
   const int n = ctx.size, rank = ctx.rank;
+  const size_t bytes = count * DataTypeSize(type);
   if (count == 0) return Status::Ok();
   if (n == 1) {
-    if (recvbuf != sendbuf) std::memcpy(recvbuf, sendbuf, count * DataTypeSize(type));
+    if (recvbuf != sendbuf) std::memcpy(recvbuf, sendbuf, bytes);
     return Status::Ok();  // an average over one rank is the value itself
   }
-  // ranks[0, n-1): the peers in the order rank+1, rank+2, ...: every rank starts with a different
-  // peer, so the first messages do not all converge on rank 0. ranks[n-1, 2n-1): every rank in
-  // rank order, the order of the fan-in. One allocation for both: this is the selector's pick
-  // for small buffers, on every call.
-  std::vector<int> ranks(2 * static_cast<size_t>(n) - 1);
-  for (int k = 1; k < n; ++k) ranks[k - 1] = (rank + k) % n;
-  for (int p = 0; p < n; ++p) ranks[n - 1 + p] = p;
-  const PeerSet peers(ranks.data(), n - 1), everyone(ranks.data() + n - 1, n);
-
+  const bool in_place = sendbuf == recvbuf;
+  // Slot p holds rank p's contribution (slot `rank` only in place).
+  char* scratch = static_cast<char*>(ctx.scratch(static_cast<size_t>(n) * bytes));
+  auto slot = [&](int p) { return scratch + static_cast<size_t>(p) * bytes; };
   const CollectiveArgs args{Collective::kAllReduce, sendbuf, recvbuf, count, type, op};
-  FanPrimitives::Options options;
-  options.window = static_cast<size_t>(n - 1);
-  options.slot_elems = count;
-  options.own_slot = true;
-  FanPrimitives prims(ctx, args, "direct", options);
-  BRAID_RETURN_IF_ERROR(prims.Connect(peers));
+  FanRound round(ctx, args, "direct");
+  // Peers in the order rank+1, rank+2, ...: every rank starts with a different peer, so the first
+  // messages do not all converge on rank 0.
   const Span all{0, count};
-  prims.Send(peers, sendbuf, all);
-  prims.RecvReduce(everyone, recvbuf, sendbuf, all);
-  return prims.Finish();
+  for (int k = 1; k < n; ++k) {
+    const int peer = (rank + k) % n;
+    round.Send(peer, 0, sendbuf, all);
+    round.Recv(peer, 0, slot(peer), all);
+  }
+  BRAID_RETURN_IF_ERROR(round.Wait());
+
+  if (in_place) std::memcpy(slot(rank), sendbuf, bytes);
+  auto contribution = [&](int p) -> const void* {
+    return p == rank && !in_place ? sendbuf : slot(p);
+  };
+  kernels::ReduceInto(type, op, recvbuf, contribution(0), contribution(1), count);
+  for (int p = 2; p < n; ++p) {
+    kernels::ReduceInto(type, op, recvbuf, recvbuf, contribution(p), count);
+  }
+  if (op == ReduceOp::kAvg) kernels::DivideInPlace(type, recvbuf, count, n);
+  return Status::Ok();
 }
 
 Status RunDirectAllReduce(const CollectiveContext& ctx, const CollectiveArgs& args) {

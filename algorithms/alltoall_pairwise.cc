@@ -20,12 +20,11 @@
 // chunk_bytes per block, lowered so that n*s stays within kMaxScratchBytes: scratch is bounded
 // however large the blocks are.
 //
-// Written in fan primitives (fan_primitives.h): each round is a pairwise exchange, a Send to
-// (r+k) mod n and a Recv from (r-k) mod n. Moves run in call order, so the sends of the first
-// kWindow rounds are issued first and every later round's send after the receive kWindow rounds
-// before it: kWindow rounds stay in flight, and no rank waits for a receive before the sends its
-// partners wait for. In place, the slice is flushed before the next one restages scratch.
-// Message j of every pair is slice j.
+// Written in a FanRound (fan_primitives.h): each round is a pairwise exchange, a Recv from
+// (r-k) mod n and a Send to (r+k) mod n posted together; kWindow rounds are posted ahead, and
+// round k+kWindow is posted once round k's receive and send are done (WaitOldest), a sliding
+// window. Every round is waited for before the next slice restages scratch.
+// Tags: message (slice j, round k) is number j*(n-1) + k-1 on both sides.
 #include "algorithms/alltoall_pairwise.h"
 
 #include <algorithm>
@@ -64,10 +63,8 @@ Status PairwiseAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   const size_t rounds = static_cast<size_t>(n - 1);
 
-  FanPrimitives::Options options;
-  options.window = kWindow;
-  FanPrimitives prims(ctx, args, "pairwise", options);
-  for (size_t j = 0; j < slices && prims.ok(); ++j) {
+  FanRound round(ctx, args, "pairwise");
+  for (size_t j = 0; j < slices; ++j) {
     const size_t first = j * slice_elems;
     const size_t len = std::min(slice_elems, count - first);
     if (in_place) {
@@ -77,23 +74,24 @@ Status PairwiseAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args
         }
       }
     }
-    auto send = [&](size_t k) {
-      const size_t to = (r + k) % n;
+    // Round k: receive the block of r-k in place, send the block for r+k (from staging in place).
+    auto post = [&](size_t k) {
+      const size_t to = (r + k) % n, from = (r + n - k) % n;
+      const uint64_t message = j * rounds + k - 1;
+      round.Recv(static_cast<int>(from), message, out, Span{from * count + first, len});
       if (in_place) {
-        prims.Send(static_cast<int>(to), staging, Span{to * slice_elems, len});
+        round.Send(static_cast<int>(to), message, staging, Span{to * slice_elems, len});
       } else {
-        prims.Send(static_cast<int>(to), in, Span{to * count + first, len});
+        round.Send(static_cast<int>(to), message, in, Span{to * count + first, len});
       }
     };
-    for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) send(k);
+    for (size_t k = 1; k <= std::min(kWindow, rounds); ++k) post(k);
     for (size_t k = 1; k <= rounds; ++k) {
-      const size_t from = (r + n - k) % n;
-      prims.Recv(static_cast<int>(from), out, Span{from * count + first, len});
-      if (k + kWindow <= rounds) send(k + kWindow);
+      BRAID_RETURN_IF_ERROR(round.WaitOldest());
+      if (k + kWindow <= rounds) post(k + kWindow);
     }
-    if (in_place) BRAID_RETURN_IF_ERROR(prims.Flush());  // staging is refilled by the next slice
   }
-  return prims.Finish();
+  return Status::Ok();
 }
 
 // (n-1)·α + (n-1)/n·bytes·β: n-1 rounds, each moving one block each way over every rank's link.

@@ -9,10 +9,10 @@
 // hot spot as in gather-then-broadcast). Each round's receive is posted before its send, and a
 // round starts only once the previous round's message arrived — that wait is the barrier.
 //
-// Written in fan primitives (fan_primitives.h): round k is Signal((r + d) mod n) then
-// Await((r - d) mod n); moves run in call order, so round k+1's signal leaves only once round k's
-// arrived, while its receive is already posted (one ahead). Each pair meets in at most one round,
-// so every message is number 0 of its pair.
+// Written in a FanRound (fan_primitives.h): round k posts the Recv from (r - d) mod n and the
+// Send to (r + d) mod n, both of no bytes, and waits for the receive (WaitReceives) before the
+// next round; the sends are waited for at the end.
+// Tags: round k is message number k.
 #include "algorithms/barrier_dissemination.h"
 
 #include "algorithms/fan_primitives.h"
@@ -25,14 +25,14 @@ Status DisseminationBarrier(const CollectiveContext& ctx, const CollectiveArgs&)
   if (n == 1) return Status::Ok();
   CollectiveArgs barrier;  // "rank 3: barrier #2 (dissemination)", whatever the caller's args say
   barrier.kind = Collective::kBarrier;
-  FanPrimitives::Options options;
-  options.window = 1;  // a round's receive is posted when the round before it has ended
-  FanPrimitives prims(ctx, barrier, "dissemination", options);
-  for (int d = 1; d < n && prims.ok(); d <<= 1) {
-    prims.Signal((r + d) % n);
-    prims.Await((r - d + n) % n);
+  FanRound round(ctx, barrier, "dissemination");
+  char token = 0;  // zero bytes move; transports still get a valid address
+  for (int k = 0, d = 1; d < n; ++k, d <<= 1) {
+    round.Recv((r - d + n) % n, k, &token, Span{0, 0});
+    round.Send((r + d) % n, k, &token, Span{0, 0});
+    BRAID_RETURN_IF_ERROR(round.WaitReceives());
   }
-  return prims.Finish();
+  return round.Wait();
 }
 
 // ⌈log2 n⌉·α: one empty message per round.

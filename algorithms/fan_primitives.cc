@@ -23,7 +23,7 @@ FanPrimitives::FanPrimitives(const CollectiveContext& ctx, const CollectiveArgs&
   if (ctx.size > kInlineLinks) heap_links_.reset(new Link[static_cast<size_t>(ctx.size)]());
 }
 
-Result<FanPrimitives::Link*> FanPrimitives::LinkTo(int peer) {
+FanPrimitives::Link* FanPrimitives::MakeLink(int peer) {
   Link* links = inline_links_;
   if (heap_links_ != nullptr) {
     links = heap_links_.get();
@@ -32,11 +32,15 @@ Result<FanPrimitives::Link*> FanPrimitives::LinkTo(int peer) {
     links[peer] = Link{nullptr, 0, 0};
   }
   Link& link = links[peer];
+  if (link.connection == nullptr && ctx_.connection.made != nullptr) {
+    link.connection = ctx_.connection.made[peer];  // made before: no call, no Result
+  }
   if (link.connection == nullptr) {
     auto connection = ctx_.connection(peer);
     if (!connection.ok()) {
-      return connection.status().WithContext(Describe() + ": connecting to rank " +
-                                             std::to_string(peer));
+      status_ = connection.status().WithContext(Describe() + ": connecting to rank " +
+                                                std::to_string(peer));
+      return nullptr;
     }
     link.connection = connection.value();
   }
@@ -46,8 +50,7 @@ Result<FanPrimitives::Link*> FanPrimitives::LinkTo(int peer) {
 Status FanPrimitives::Connect(PeerSet peers) {
   for (size_t i = 0; i < peers.size() && status_.ok(); ++i) {
     if (peers[i] == ctx_.rank) continue;
-    Result<Link*> link = LinkTo(peers[i]);
-    if (!link.ok()) status_ = link.status();
+    LinkTo(peers[i]);
   }
   return status_;
 }
@@ -60,7 +63,7 @@ void FanPrimitives::Send(PeerSet to, const void* src, Span span) {
   op.src = static_cast<const char*>(src) + span.offset * elem_;
   op.count = span.count;
   op.to = to;
-  Issue(std::move(op));
+  Issue(op);
 }
 
 void FanPrimitives::Recv(int from, void* dst, Span span) { RecvCopySend(from, dst, PeerSet(), span); }
@@ -74,7 +77,7 @@ void FanPrimitives::RecvCopySend(int from, void* dst, PeerSet to, Span span) {
   op.slot = op.dst;  // lands straight in the caller's buffer
   op.count = span.count;
   op.to = to;
-  Issue(std::move(op));
+  Issue(op);
 }
 
 void FanPrimitives::RecvReduce(PeerSet from, void* dst, const void* own, Span span) {
@@ -103,7 +106,7 @@ void FanPrimitives::Copy(void* dst, const void* src, Span span) {
   op.dst = static_cast<char*>(dst) + span.offset * elem_;
   op.src = static_cast<const char*>(src) + span.offset * elem_;
   op.count = span.count;
-  Issue(std::move(op));
+  Issue(op);
 }
 
 void FanPrimitives::Signal(PeerSet to) {
@@ -113,7 +116,7 @@ void FanPrimitives::Signal(PeerSet to) {
   op.from = -1;
   op.src = &token_;
   op.to = to;
-  Issue(std::move(op));
+  Issue(op);
 }
 
 void FanPrimitives::Await(int from) {
@@ -122,7 +125,7 @@ void FanPrimitives::Await(int from) {
   op.from = from;
   op.dst = &token_;
   op.slot = &token_;
-  Issue(std::move(op));
+  Issue(op);
 }
 
 // One operation per contribution after the first: contribution i (i >= 1) is combined into the
@@ -177,7 +180,7 @@ void FanPrimitives::FanIn(PeerSet from, void* dst, const void* own, PeerSet to, 
     op.count = span.count;
     op.complete = complete;
     op.to = to;
-    Issue(std::move(op));
+    Issue(op);
     return;
   }
   if (contributor(0) != ctx_.rank && contributor(1) != ctx_.rank && window_ < 2) {
@@ -211,7 +214,7 @@ void FanPrimitives::FanIn(PeerSet from, void* dst, const void* own, PeerSet to, 
       land.action = Action::kLand;
       land.from = rank;
       land.count = span.count;
-      Issue(std::move(land));  // sets last_landed_ to its slot
+      Issue(land);  // sets last_landed_ to its slot
       if (!status_.ok()) break;
       continue;
     }
@@ -234,14 +237,14 @@ void FanPrimitives::FanIn(PeerSet from, void* dst, const void* own, PeerSet to, 
       op.complete = complete;
       op.to = to;
     }
-    Issue(std::move(op));
+    Issue(op);
     if (!status_.ok()) break;
   }
   running_ = true;
   if (status_.ok()) status_ = RunReady();
 }
 
-void FanPrimitives::Issue(Op op) {
+void FanPrimitives::Issue(Op& op) {
   if (!status_.ok()) return;
   if (op.from >= 0) {
     // Keep at most window_ receives ahead: carry out the oldest moves until one frees up.
@@ -249,17 +252,14 @@ void FanPrimitives::Issue(Op op) {
       status_ = RunFront();
       if (!status_.ok()) return;
     }
-    Result<Link*> link = LinkTo(op.from);
-    if (!link.ok()) {
-      status_ = link.status();
-      return;
-    }
+    Link* link = LinkTo(op.from);
+    if (link == nullptr) return;
     if (op.slot == nullptr) {  // a contribution of a reducing move: it lands in a receive slot
       op.slot = Slots() + (next_slot_++ % window_) * slot_elems_ * elem_;
       if (op.action == Action::kLand) last_landed_ = op.slot;
     }
-    op.message = link.value()->received++;
-    op.recv = link.value()->connection->PostRecv(op.slot, op.count * elem_,
+    op.message = link->received++;
+    op.recv = link->connection->PostRecv(op.slot, op.count * elem_,
                                                  MessageTag(ctx_.sequence, op.message));
     ++pending_recvs_;
   }
@@ -267,9 +267,15 @@ void FanPrimitives::Issue(Op op) {
   if (running_) status_ = RunReady();
 }
 
-// Carries out moves from the front of the queue for as long as none of them has to wait.
+// Carries out moves from the front of the queue for as long as none of them has to wait. It only
+// looks (IsDone), it does not drive the transport (Test): a driving test after every move is a
+// pass over the connection's ring or socket (on shm ~100 instructions each, which doubled the
+// cost of a direct gather of 8 bytes), and the blocking waits of a full window, of a send still
+// being read and of Flush() drive every posted receive anyway, as the hand-written algorithms'
+// in-order waits did.
 Status FanPrimitives::RunReady() {
-  while (!queue_.empty() && (queue_.front().recv == nullptr || queue_.front().recv->Test())) {
+  while (!queue_.empty() &&
+         (queue_.front().recv == nullptr || queue_.front().recv->IsDone())) {
     BRAID_RETURN_IF_ERROR(RunFront());
   }
   return ReapSends();
@@ -336,7 +342,8 @@ Status FanPrimitives::Run(Op& op) {
 Status FanPrimitives::SendFrom(const char* data, size_t count, PeerSet to) {
   for (size_t i = 0; i < to.size(); ++i) {
     const int peer = to[i];
-    BRAID_ASSIGN_OR_RETURN(Link * link, LinkTo(peer));
+    Link* link = LinkTo(peer);
+    if (link == nullptr) return status_;
     const uint64_t message = link->sent++;
     transport::RequestPtr request = link->connection->PostSend(
         data, count * elem_, MessageTag(ctx_.sequence, message));
@@ -479,6 +486,21 @@ Status PairExchange::SlotTooSmall(size_t count) const {
   return Status::Internal(OperationContext(ctx_, args_, algorithm_) + ": an exchange of " +
                           std::to_string(count) + " elements exceeds the slot of " +
                           std::to_string(slot_elems_));
+}
+
+transport::Connection* FanRound::Connect(int peer) {
+  auto connection = ctx_.connection(peer);
+  if (!connection.ok()) {
+    status_ = connection.status().WithContext(OperationContext(ctx_, args_, algorithm_) +
+                                              ": connecting to rank " + std::to_string(peer));
+    return nullptr;
+  }
+  return connection.value();
+}
+
+Status FanRound::Failed(const Status& status, bool sending, uint64_t message, int peer) const {
+  return MessageFailure(status, ctx_, args_, algorithm_, sending ? "sending" : "receiving",
+                        message, peer);
 }
 
 }  // namespace braid::algorithms

@@ -17,10 +17,10 @@
 // is elements [j*s, (j+1)*s) of every block (a gather of s elements on its own), with s =
 // chunk_bytes per block lowered so n*s elements fit kMaxScratchBytes.
 //
-// Written in fan primitives (fan_primitives.h): per slice, a fan-in without reduction (one Recv
-// per child, all posted at once, into the child's place of the packed subtree), then one Send of
-// the whole subtree to the parent; the slice is flushed before the next one reuses scratch.
-// Message j of every edge is slice j.
+// Written in FanRounds (fan_primitives.h): per slice, one Recv per child into the child's place of
+// the packed subtree, all posted at once and waited for, then one Send of the whole subtree to
+// the parent, waited for before the next slice reuses scratch.
+// Tags: the message from child c in slice j is number j*levels + log2(lowbit(c)) on both sides.
 #include <algorithm>
 #include <cstring>
 
@@ -39,6 +39,12 @@ int LowBit(int v, int n) {
   int bit = 1;
   while (bit < n) bit <<= 1;
   return bit;
+}
+
+int Log2(int power_of_two) {
+  int k = 0;
+  while ((1 << k) < power_of_two) ++k;
+  return k;
 }
 
 }  // namespace
@@ -60,6 +66,7 @@ Status BinomialGather(const CollectiveContext& ctx, const CollectiveArgs& args) 
   const int v = (ctx.rank - root + n) % n;
   const int low = LowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
+  const int levels = Log2(LowBit(0, n));
   const bool leaf = subtree == 1;
   const int parent = v == 0 ? -1 : (v - low + root + n) % n;
 
@@ -68,34 +75,33 @@ Status BinomialGather(const CollectiveContext& ctx, const CollectiveArgs& args) 
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   char* scratch = leaf ? nullptr : static_cast<char*>(ctx.scratch(subtree * slice_elems * elem));
 
-  FanPrimitives::Options options;
-  options.window = 32;  // every child's receive of a slice at once (a rank has < 32 children)
-  FanPrimitives prims(ctx, args, "binomial", options);
-  for (size_t j = 0; j < slices && prims.ok(); ++j) {
+  FanRound round(ctx, args, "binomial");
+  for (size_t j = 0; j < slices; ++j) {
     const size_t first = j * slice_elems;
     const size_t len = std::min(slice_elems, count - first);  // one block's slice, the stride
     for (int m = 1; m < low && v + m < n; m <<= 1) {
       const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
-      prims.Recv((v + m + root) % n, scratch, Span{m * len, blocks * len});
+      round.Recv((v + m + root) % n, j * levels + Log2(m), scratch, Span{m * len, blocks * len});
     }
     if (!leaf) std::memcpy(scratch, in + first * elem, len * elem);
+    BRAID_RETURN_IF_ERROR(round.Wait());
     if (v != 0) {
+      const uint64_t message = j * levels + Log2(low);
       if (leaf) {
-        prims.Send(parent, in, Span{first, len});
+        round.Send(parent, message, in, Span{first, len});
       } else {
-        prims.Send(parent, scratch, Span{0, subtree * len});
+        round.Send(parent, message, scratch, Span{0, subtree * len});
       }
-      BRAID_RETURN_IF_ERROR(prims.Flush());  // scratch is reused by the next slice
+      BRAID_RETURN_IF_ERROR(round.Wait());  // scratch is reused by the next slice
       continue;
     }
-    BRAID_RETURN_IF_ERROR(prims.Flush());
     for (int i = 0; i < n; ++i) {
       char* target = out + ((i + root) % n) * block + first * elem;
       if (i == 0 && in == out + root * block) continue;  // in place: already there
       std::memcpy(target, scratch + i * len * elem, len * elem);
     }
   }
-  return prims.Finish();
+  return Status::Ok();
 }
 
 // Priced by work (cost::RootedCall says why not the tree's ceil(log2 n) steps): see

@@ -7,10 +7,9 @@
 // are no extra copies and no scratch. The price is latency that grows with n at the root (n-1
 // messages to process) — for small blocks the binomial tree (gather_binomial.cc) is cheaper.
 //
-// Written in fan primitives (fan_primitives.h): a fan-in without reduction, one Recv per peer
-// into its block with a window of n-1 so all are posted at once, and a Send from each non-root.
+// Written as one FanRound (fan_primitives.h): the root posts a Recv per peer into its block, each
+// other rank one Send, and all wait.
 // Tags: the only message of each pair is number 0.
-#include <algorithm>
 #include <cstring>
 
 #include "algorithms/cost_model.h"
@@ -25,20 +24,18 @@ Status DirectGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
   const int n = ctx.size;
   const int root = args.root;
   if (count == 0) return Status::Ok();
-  FanPrimitives::Options options;
-  options.window = static_cast<size_t>(std::max(1, n - 1));
-  FanPrimitives prims(ctx, args, "direct", options);
+  FanRound round(ctx, args, "direct");
   if (ctx.rank != root) {
-    prims.Send(root, args.sendbuf, Span{0, count});
-    return prims.Finish();
+    round.Send(root, 0, args.sendbuf, Span{0, count});
+    return round.Wait();
   }
   char* out = static_cast<char*>(args.recvbuf);
   for (int peer = 0; peer < n; ++peer) {
-    if (peer != root) prims.Recv(peer, out, Span{static_cast<size_t>(peer) * count, count});
+    if (peer != root) round.Recv(peer, 0, out, Span{static_cast<size_t>(peer) * count, count});
   }
   // In place, the root's block already sits at its offset.
   if (args.sendbuf != out + root * block) std::memmove(out + root * block, args.sendbuf, block);
-  return prims.Finish();
+  return round.Wait();
 }
 
 // Priced by work (cost::RootedCall says why not the root's n-1 message steps): see

@@ -17,10 +17,11 @@
 // is elements [j*s, (j+1)*s) of every block (a scatter of s elements on its own), with s =
 // chunk_bytes per block lowered so n*s elements fit kMaxScratchBytes.
 //
-// Written in fan primitives (fan_primitives.h): per slice, one Recv of the subtree from the
-// parent, then a fan-out (one Send per child, largest subtree first, from the child's place of
-// the packed subtree) and a Copy of the own block, all in order once the receive landed; the
-// slice is flushed before the next one reuses scratch. Message j of every edge is slice j.
+// Written in FanRounds (fan_primitives.h): per slice, one Recv of the subtree from the parent,
+// waited for, then one Send per child (largest subtree first, from the child's place of the
+// packed subtree), the own block copied meanwhile, all waited for before the next slice reuses
+// scratch.
+// Tags: the message to child c in slice j is number j*levels + log2(lowbit(c)) on both sides.
 #include <algorithm>
 #include <cstring>
 
@@ -39,6 +40,12 @@ int LowBit(int v, int n) {
   int bit = 1;
   while (bit < n) bit <<= 1;
   return bit;
+}
+
+int Log2(int power_of_two) {
+  int k = 0;
+  while ((1 << k) < power_of_two) ++k;
+  return k;
 }
 
 }  // namespace
@@ -60,6 +67,7 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   const int v = (ctx.rank - root + n) % n;
   const int low = LowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
+  const int levels = Log2(LowBit(0, n));
   const bool leaf = subtree == 1;
   const int parent = (v - low + root + n) % n;  // only for v != 0
 
@@ -68,8 +76,8 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   const size_t slices = (count + slice_elems - 1) / slice_elems;
   char* scratch = leaf ? nullptr : static_cast<char*>(ctx.scratch(subtree * slice_elems * elem));
 
-  FanPrimitives prims(ctx, args, "binomial");
-  for (size_t j = 0; j < slices && prims.ok(); ++j) {
+  FanRound round(ctx, args, "binomial");
+  for (size_t j = 0; j < slices; ++j) {
     const size_t first = j * slice_elems;
     const size_t len = std::min(slice_elems, count - first);  // one block's slice, the stride
     if (v == 0) {
@@ -77,23 +85,27 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
         std::memcpy(scratch + i * len * elem, in + ((i + root) % n) * block + first * elem,
                     len * elem);
       }
-    } else if (leaf) {
-      prims.Recv(parent, out, Span{first, len});
     } else {
-      prims.Recv(parent, scratch, Span{0, subtree * len});
+      const uint64_t message = j * levels + Log2(low);
+      if (leaf) {
+        round.Recv(parent, message, out, Span{first, len});
+      } else {
+        round.Recv(parent, message, scratch, Span{0, subtree * len});
+      }
+      BRAID_RETURN_IF_ERROR(round.Wait());
     }
     for (int m = LowBit(0, n) / 2; m >= 1; m >>= 1) {
       if (m >= low || v + m >= n) continue;
       const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
-      prims.Send((v + m + root) % n, scratch, Span{m * len, blocks * len});
+      round.Send((v + m + root) % n, j * levels + Log2(m), scratch, Span{m * len, blocks * len});
     }
     // The own block: leaves received it in place; the root in place already has it.
     if (!leaf && !(v == 0 && out == in + root * block)) {
-      prims.Copy(out + first * elem, scratch, Span{0, len});
+      std::memcpy(out + first * elem, scratch, len * elem);
     }
-    BRAID_RETURN_IF_ERROR(prims.Flush());  // scratch is reused by the next slice
+    BRAID_RETURN_IF_ERROR(round.Wait());  // scratch is reused by the next slice
   }
-  return prims.Finish();
+  return Status::Ok();
 }
 
 // Priced by work (cost::RootedCall says why not the tree's ceil(log2 n) steps): see

@@ -7,8 +7,8 @@
 // The price is latency that grows with n at the root — for small blocks the binomial tree
 // (scatter_binomial.cc) is cheaper.
 //
-// Written in fan primitives (fan_primitives.h): the root fans out, one Send per peer from its
-// block; every other rank Recvs once.
+// Written as one FanRound (fan_primitives.h): the root posts a Send per peer from its block,
+// every other rank one Recv, and all wait.
 // Tags: the only message of each pair is number 0.
 #include <cstring>
 
@@ -24,18 +24,18 @@ Status DirectScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
   const int n = ctx.size;
   const int root = args.root;
   if (count == 0) return Status::Ok();
-  FanPrimitives prims(ctx, args, "direct");
+  FanRound round(ctx, args, "direct");
   if (ctx.rank != root) {
-    prims.Recv(root, args.recvbuf, Span{0, count});
-    return prims.Finish();
+    round.Recv(root, 0, args.recvbuf, Span{0, count});
+    return round.Wait();
   }
   const char* in = static_cast<const char*>(args.sendbuf);
   for (int peer = 0; peer < n; ++peer) {
-    if (peer != root) prims.Send(peer, in, Span{static_cast<size_t>(peer) * count, count});
+    if (peer != root) round.Send(peer, 0, in, Span{static_cast<size_t>(peer) * count, count});
   }
   // In place, the root's block already sits at its offset.
   if (args.recvbuf != in + root * block) std::memmove(args.recvbuf, in + root * block, block);
-  return prims.Finish();
+  return round.Wait();
 }
 
 // Priced by work (cost::RootedCall says why not the root's n-1 message steps): see

@@ -1,7 +1,8 @@
 // The fan primitives (algorithms/fan_primitives.h) on their own, over real connections (shared
 // memory and TCP, one transport per rank thread, every pair linked): fan-in with the operand
 // order the moves promise, fan-out, accumulating partials sent up a chain, pairwise exchange,
-// signals, and a failure that names the operation, the message and the peer. Every result is
+// signals, FanRound's posted-at-once rounds, and failures that name the operation, the message
+// and the peer. Every result is
 // checked against a closed form computed here, not against another algorithm.
 //
 // Rank threads return strings; only the main thread calls Catch2 (Catch2 v2 is not thread-safe).
@@ -338,6 +339,88 @@ TEST_CASE("fan primitives: a failed fan-in names the operation, the message and 
                                       "receiving message 0 from rank 1"));
     mesh.AbortAll("test over");  // rank 0's receive from rank 1 is still posted
   }
+}
+
+// FanRound: every rank posts a Send to and a Recv from every other rank at once (the direct
+// algorithms' round), waits, and checks each block; a sliding window of two pairwise rounds
+// (WaitOldest) around the ring; then rank 2 stays silent and rank 0's round names the message
+// and the peer it was waiting for.
+TEST_CASE("fan round: all-to-all at once, a sliding window, a failure naming the peer", "[fan]") {
+  const std::string name = GENERATE(as<std::string>(), "shm", "tcp");
+  CAPTURE(name);
+  const int size = 4;
+  Mesh mesh = MakeMesh(name, size);
+  REQUIRE(mesh.error.empty());
+  const size_t count = 5000;  // large enough for shm to hand some messages over by reference
+  std::string error;
+  auto results = RunThreads(
+      size,
+      [&](int rank, int n) -> std::string {
+        {
+          RankContext rc(mesh, rank, 21, kTimeoutMs);
+          const CollectiveArgs args =
+              Args(Collective::kAllToAll, count, DataType::kInt32, ReduceOp::kSum);
+          std::vector<int32_t> own(count), got(static_cast<size_t>(n) * count, -1),
+              ring(static_cast<size_t>(n) * count, -1);
+          for (size_t i = 0; i < count; ++i) own[i] = Value(rank, i);
+          FanRound round(rc.ctx, args, "round-test");
+          for (int k = 1; k < n; ++k) {
+            const int peer = (rank + k) % n;
+            round.Send(peer, 7, own.data(), Span{0, count});
+            round.Recv(peer, 7, got.data(), Span{static_cast<size_t>(peer) * count, count});
+          }
+          Status status = round.Wait();
+          if (!status.ok()) return status.ToString();
+          // Rounds k = 1..n-1 around the ring with a window of 2: send to rank+k, receive from
+          // rank-k, each round's message numbered 100 + k.
+          for (int k = 1; k < n; ++k) {
+            round.Recv((rank + n - k) % n, 100 + k, ring.data(),
+                       Span{static_cast<size_t>(k) * count, count});
+            round.Send((rank + k) % n, 100 + k, own.data(), Span{0, count});
+            if (k >= 2 && !round.WaitOldest().ok()) break;
+          }
+          status = round.Wait();
+          if (!status.ok()) return status.ToString();
+          for (int p = 0; p < n; ++p) {
+            if (p == rank) continue;
+            for (size_t i = 0; i < count; ++i) {
+              if (got[p * count + i] != Value(p, i)) {
+                return Mismatch("all-to-all", p * count + i, got[p * count + i], Value(p, i));
+              }
+            }
+          }
+          for (int k = 1; k < n; ++k) {  // round k's block came from rank - k
+            const int from = (rank + n - k) % n;
+            for (size_t i = 0; i < count; ++i) {
+              if (ring[k * count + i] != Value(from, i)) {
+                return Mismatch("ring", k * count + i, ring[k * count + i], Value(from, i));
+              }
+            }
+          }
+        }
+        // Rank 2 sends nothing: rank 0's round fails at its deadline naming message 3 of rank 2.
+        RankContext rc(mesh, rank, 22, rank == 0 ? 300 : kTimeoutMs);
+        const CollectiveArgs args =
+            Args(Collective::kGather, 8, DataType::kInt32, ReduceOp::kSum);
+        std::vector<int32_t> block(8, rank), all(8 * n);
+        FanRound round(rc.ctx, args, "round-test");
+        if (rank == 0) {
+          for (int p = 1; p < n; ++p) round.Recv(p, 3, all.data(), Span{8 * static_cast<size_t>(p), 8});
+        } else if (rank != 2) {
+          round.Send(0, 3, block.data(), Span{0, 8});
+        }
+        Status status = round.Wait();
+        if (rank != 0) return status.ok() ? "" : status.ToString();
+        if (status.ok()) return "rank 0's round succeeded without rank 2's message";
+        error = status.ToString();
+        return "";
+      },
+      3 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("round test hung"); });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+  CHECK_THAT(error, Catch::Contains("rank 0: gather #22 (8 x int32 per rank, root 0, round-test): "
+                                    "receiving message 3 from rank 2"));
+  mesh.AbortAll("test over");  // rank 0's receive from rank 2 is still posted
 }
 
 }  // namespace braid::algorithms
