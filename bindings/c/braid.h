@@ -44,7 +44,14 @@
  *   sent. A failure with data in flight (a lost peer: braidRemoteError; a deadline:
  *   braidTimeout; braidCommAbort: braidAborted) breaks the communicator: no buffer is written
  *   after the failing call returns, braidCommGetAsyncError reports the error, and every later
- *   operation on it fails at once. Destroy it (and, with the other ranks, make a new one). */
+ *   operation on it fails at once with the same code and message. Destroy it (and, with the
+ *   other ranks, make a new one).
+ *   The message leads with the root cause, the rank that failed first, on every rank (also those
+ *   that only lost a link to a neighbour that gave up because of it): "rank 2 is gone (seen by
+ *   rank 1); rank 0's own view: ...", "rank 3 aborted (braidCommAbort called by the
+ *   application); ...", "rank 1 did not answer at allreduce #7 (frozen or gone?) ...". The code
+ *   follows the root cause: braidRemoteError for a rank that is gone, braidAborted for one whose
+ *   application aborted, braidTimeout for a stall (docs/FAILURES.md). */
 #ifndef BRAID_H_
 #define BRAID_H_
 
@@ -200,11 +207,14 @@ braidResult_t braidCommFinalize(braidComm_t comm);
 braidResult_t braidCommDestroy(braidComm_t comm);
 /* Breaks the communicator now, from any thread: every blocked wait of `comm` returns
  * braidAborted at once and later operations fail at once. The handle still needs
- * braidCommDestroy. Local: the other ranks are not told; their operations with this rank fail
- * when its connections go away (braidRemoteError) or at their deadline (braidTimeout). */
+ * braidCommDestroy. Local: it waits for no other rank. Before its links close it records "rank R
+ * aborted" in the store and says so on each open link, so the other ranks' operations with this
+ * one fail with braidAborted and a message that starts "rank R aborted (braidCommAbort called
+ * by the application)", not with a lost connection. */
 braidResult_t braidCommAbort(braidComm_t comm);
 /* *asyncError = braidSuccess while the communicator is healthy; otherwise the code of the error
- * that broke it (its message: braidGetLastError(comm)). Never blocks; any thread. Host
+ * that broke it, the root cause's code (its message, the failing call's: braidGetLastError(comm),
+ * which this call leaves as it is). Never blocks; any thread. Host
  * operations complete inside their calls, so braidInProgress is not returned today. */
 braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError);
 /* nranks of the communicator. */
