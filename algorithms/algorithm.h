@@ -34,8 +34,9 @@ struct LinkModel {
   // FIFOs and per-step bookkeeping that a plain exchange does not set up. It decides the tie of
   // ring and rhd at 2 ranks, where both make the same two exchanges.
   double pipeline_us = 0.3;
-  // Whether the transport combines a received message with the receiver's own data as it lands
-  // (Connection::ReducesOnReceive, shared memory). A reducing exchange then makes no separate
+  // Whether a received message can be combined with the receiver's own data as it lands: the
+  // transport hands pieces over in place (Connection::LandsInPlace, shared memory) and the
+  // algorithm's ReduceSink reduces them. A reducing exchange then makes no separate
   // whole-buffer pass over scratch, so its reduction costs the cache rate even where the buffers
   // outgrow the cache (cost::ReduceWhileReceiving).
   bool reduces_on_receive = false;

@@ -245,7 +245,7 @@ LinkModel Calibration::Model(const char* transport, bool oversubscribed,
   link.fan_out_us = t.fan_out_us;
   link.shared_cores = oversubscribed;
   link.ranks_per_cpu = oversubscribed && ranks_per_cpu > 1.0 ? ranks_per_cpu : 1.0;
-  // Not a measurement but what shared memory's code does (Connection::ReducesOnReceive), so it
+  // Not a measurement but what shared memory's code does (Connection::LandsInPlace), so it
   // stays out of the file.
   link.reduces_on_receive = transport != nullptr && std::strcmp(transport, "shm") == 0;
   return link;
