@@ -1,8 +1,18 @@
-// Fan primitives: the moves every algorithm that talks to more than two neighbours is written in
-// (trees, binomial trees, direct and pairwise exchanges, the barrier). The ring and chain family
-// keeps its two-neighbour channel (primitives.h); this is its generalisation to sets of peers,
-// NCCL's FanAsymmetric idea (src/device/prims_simple.h: a primitive with up to MaxRecv receive
-// peers and MaxSend send peers), on braid's host connections.
+// Fan primitives: the moves every algorithm that talks to more than two neighbours is written in.
+// The ring and chain family keeps its two-neighbour channel (primitives.h); this is its
+// generalisation to sets of peers, NCCL's FanAsymmetric idea (src/device/prims_simple.h: a
+// primitive with up to MaxRecv receive peers and MaxSend send peers), on braid's host
+// connections, in three shapes that share tags, deadlines and error text:
+//   FanPrimitives  queued, pipelined moves over sets of peers, chunk by chunk (the double binary
+//                  tree, the binomial broadcast and reduce);
+//   FanRound       one round of sends and receives posted at once and waited for as a set (the
+//                  direct allreduce, gather and scatter, the binomial gather and scatter per
+//                  slice, pairwise all-to-all, the dissemination barrier);
+//   PairExchange   a pairwise exchange carried out at once (recursive doubling and halving).
+// Each is the lightest that carries its algorithms: the queue's bookkeeping costs as much as a
+// small direct round or an 8-byte exchange does in all (docs/PERFORMANCE.md), so those do without.
+//
+// FanPrimitives:
 //
 // A move names the peers it receives from (`from`) and the peers it sends to (`to`), as a PeerSet:
 //
@@ -18,8 +28,7 @@
 //
 // Fan-in (the reducing moves) combines the contributions left to right in the order `from` lists
 // them; this rank's `own` comes first, unless `from` lists this rank itself, which then stands for
-// `own` at that place (the direct allreduce reduces in rank order, recursive doubling lower rank
-// first). Every rank that must compute the same bits therefore sees the same operands in the same
+// `own` at that place (an order by rank, as the direct allreduce and recursive doubling use). Every rank that must compute the same bits therefore sees the same operands in the same
 // order, whatever order the messages arrive in: the operand order is part of the algorithm, and
 // the primitives keep it exactly (kernels/cpu/reduce.h, one ReduceInto per contribution). A
 // complete reduction divides for ReduceOp::kAvg right there, once, before it is sent or returned
