@@ -3,15 +3,15 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cctype>
-#include <future>
-#include <sstream>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -66,6 +66,8 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
 // under a second, since a rank that broke writes it before closing its links (so it is normally
 // there at the first look), and a dead rank never writes one.
 constexpr int kCauseWaitMs = 300;
+// The longest wait for the record of a peer that said it is working out its own cause.
+constexpr int kCauseChainWaitMs = 3000;
 
 // The peer whose link was lost, read from a transport's or a Connect's message ("connection to
 // rank P lost", "connecting to rank P", "rank P is gone"); -1 if none is named.
@@ -301,14 +303,19 @@ void Communicator::Abort() {
   self.seen_by = rank_;
   self.code = Code::kAborted;
   self.phrase = "rank " + std::to_string(rank_) + " aborted (braidCommAbort called by the application)";
+  Status broken_by;
   {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (broken_.load()) {
-      // Already broken (and its cause published); the abort only makes sure nothing waits.
-      links_->Abort(error_);
-      return;
+      broken_by = error_;
+    } else {
+      aborted_by_application_ = true;
     }
-    aborted_by_application_ = true;
+  }
+  if (!broken_by.ok()) {
+    // Already broken (and its cause published); the abort only makes sure nothing waits.
+    links_->Abort(broken_by);
+    return;
   }
   // The record goes out before the links close, so a peer that sees them close reads "rank R
   // aborted" rather than guessing "gone". Why on a thread of its own with a bounded wait: the
@@ -514,7 +521,13 @@ void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store
 std::vector<Communicator::Cause> Communicator::AwaitRecord(int peer, int64_t wait_ms,
                                                            Status* store_error) {
   const std::string record_key = "cause/" + std::to_string(peer);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + std::chrono::milliseconds(wait_ms);
+  // A peer that is working out its own cause (explaining/<peer>, set when it started) may itself
+  // be waiting on a third rank's record: its record comes once that wait is over, so wait for it
+  // longer, up to kCauseChainWaitMs (chains of such waits overlap, they do not add up).
+  const auto chain_until = start + std::chrono::milliseconds(kCauseChainWaitMs);
+  bool peer_explaining = false;
   for (;;) {
     auto present = store_->Check({record_key}, Deadline::AfterMs(300));
     if (!present.ok()) {
@@ -529,7 +542,12 @@ std::vector<Communicator::Cause> Communicator::AwaitRecord(int peer, int64_t wai
       }
       return ParseCauses(record.value());
     }
-    if (std::chrono::steady_clock::now() >= until) return {};
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until && !peer_explaining && wait_ms > 0) {
+      auto explaining = store_->Check({"explaining/" + std::to_string(peer)}, Deadline::AfterMs(300));
+      peer_explaining = explaining.ok() && explaining.value();
+    }
+    if (now >= (peer_explaining ? chain_until : until)) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -640,6 +658,8 @@ Status Communicator::ExplainFailure(const Status& status, algorithms::TagSpace s
   const std::string me = "rank " + std::to_string(rank_);
   Status own = status;
   std::vector<Cause> causes;
+  // Tells a peer waiting for this rank's record that it is coming (AwaitRecord).
+  (void)store_->Set("explaining/" + std::to_string(rank_), "1", Deadline::AfterMs(300));
   bool aborted_here;
   {
     std::lock_guard<std::mutex> lock(error_mutex_);
