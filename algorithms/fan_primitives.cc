@@ -84,18 +84,9 @@ void FanPrimitives::RecvReduce(PeerSet from, void* dst, const void* own, Span sp
   FanIn(from, dst, own, PeerSet(), span, /*complete=*/true, /*accumulate=*/false);
 }
 
-void FanPrimitives::RecvReducePartial(PeerSet from, void* dst, const void* own, Span span) {
-  FanIn(from, dst, own, PeerSet(), span, /*complete=*/false, /*accumulate=*/false);
-}
-
 void FanPrimitives::RecvReduceSend(PeerSet from, void* dst, const void* own, PeerSet to,
                                    Span span) {
   FanIn(from, dst, own, to, span, /*complete=*/false, /*accumulate=*/dst == nullptr);
-}
-
-void FanPrimitives::RecvReduceCopySend(PeerSet from, void* dst, const void* own, PeerSet to,
-                                       Span span) {
-  FanIn(from, dst, own, to, span, /*complete=*/true, /*accumulate=*/false);
 }
 
 void FanPrimitives::Copy(void* dst, const void* src, Span span) {

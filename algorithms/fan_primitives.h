@@ -20,10 +20,7 @@
 //   Recv(from, dst)                        dst <- from                       (one peer)
 //   RecvCopySend(from, dst, to)            dst <- from;           to <- dst
 //   RecvReduce(from, dst, own)             dst <- own op from[0] op from[1] ...   (complete)
-//   RecvReducePartial(from, dst, own)      the same, not complete
 //   RecvReduceSend(from, dst, own, to)     dst <- own op from...; to <- dst (a partial result)
-//   RecvReduceCopySend(from, dst, own, to) dst <- own op from...; to <- dst (the complete one)
-//   Copy(dst, src)                         dst <- src, locally, in move order
 //   Signal(to) / Await(from)               a message of no data to every t in to / from `from`
 //
 // Fan-in (the reducing moves) combines the contributions left to right in the order `from` lists
@@ -165,11 +162,8 @@ class FanPrimitives {
   void Recv(int from, void* dst, Span span);
   void RecvCopySend(int from, void* dst, PeerSet to, Span span);
   void RecvReduce(PeerSet from, void* dst, const void* own, Span span);
-  void RecvReducePartial(PeerSet from, void* dst, const void* own, Span span);
   // dst == nullptr: the partial is accumulated in an accumulator slot (Options::acc_slots).
   void RecvReduceSend(PeerSet from, void* dst, const void* own, PeerSet to, Span span);
-  void RecvReduceCopySend(PeerSet from, void* dst, const void* own, PeerSet to, Span span);
-  void Copy(void* dst, const void* src, Span span);
   // A message of no data: Signal tells every peer of `to` that this rank got here, Await waits
   // for `from`'s signal (the barrier's moves; data moves of zero elements send nothing).
   void Signal(PeerSet to);
@@ -226,6 +220,8 @@ class FanPrimitives {
   void FanIn(PeerSet from, void* dst, const void* own, PeerSet to, Span span, bool complete,
              bool accumulate);
   void Issue(Op& op);  // moves op into the queue
+  // dst <- src locally, in move order (FanIn's copy of an in-place own contribution).
+  void Copy(void* dst, const void* src, Span span);
   Status Run(Op& op);
   Status RunFront();
   Status RunReady();
