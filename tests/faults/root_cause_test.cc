@@ -427,3 +427,58 @@ TEST_CASE("a frozen rank (SIGSTOP) is named first at the timeout, and only it",
   }
   for (const Case& c : cases) RunCase(c);
 }
+
+// A first link to a rank that aborted: with 4 ranks only ring neighbours are linked at init, so
+// rank 2 links to rank 0 on first use (all-to-all), and rank 0, the lower rank, is the one that
+// should dial. Rank 0 aborts first and stays alive; rank 2 must still learn "rank 0 aborted"
+// within the bound, not at its timeout (tcp: an aborted transport closes its listener). shm is
+// still open (docs/FAILURES.md).
+TEST_CASE("a first link to a rank that aborted is found within the bound",
+          "[faults][rootcause][lazy]") {
+  constexpr int kFour = 4;
+  const braidUniqueId id = braid::testing::NewId();
+  braid::testing::CommJob job;
+  job.size = kFour;
+  job.ranks = braid::testing::Ranks::kProcesses;
+  job.config.timeoutMs = kDeathTimeoutMs;
+  job.config.transports = "tcp";
+  job.ids = {id};
+  job.timeout_ms = 90000;
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    auto store = braid::testing::ConnectToStore(id);
+    if (!store.ok()) return "connecting to the store: " + store.status().message();
+    auto barrier = [&](const std::string& key) {
+      braid::Status arrived = store.value()->Barrier("faults/" + key, kFour, braid::Deadline::AfterMs(60000));
+      return arrived.ok() ? std::string() : "store barrier " + key + ": " + arrived.message();
+    };
+    if (rank == 0) {
+      if (braidCommAbort(comm) != braidSuccess) return "abort failed";
+      std::string arrived = barrier("aborted");
+      if (!arrived.empty()) return arrived;
+      return barrier("survivors-done");  // alive until every survivor has its answer
+    }
+    std::string arrived = barrier("aborted");
+    if (!arrived.empty()) return arrived;
+    std::vector<float> send(kFour * 1024, 1.0f), recv(kFour * 1024, 0.0f);
+    const auto start = std::chrono::steady_clock::now();
+    braidResult_t rc = braidAllToAll(send.data(), recv.data(), 1024, braidFloat32, comm, nullptr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string message = braidGetLastError(comm);
+    std::fprintf(stderr, "[tcp, first link to an aborted rank] rank %d after %.2f s: %s\n", rank,
+                 seconds, message.c_str());
+    std::string failure;
+    if (rc != braidAborted) {
+      failure = "expected braidAborted, got " + std::to_string(rc) + ": " + message;
+    } else if (seconds > kDeathBoundSeconds) {
+      failure = "noticed only after " + std::to_string(seconds) + " s: " + message;
+    } else if (message.rfind("rank 0 aborted (braidCommAbort", 0) != 0) {
+      failure = "the error does not lead with rank 0's abort: " + message;
+    }
+    std::string done = barrier("survivors-done");
+    return failure + done;
+  });
+  for (int rank = 0; rank < kFour; ++rank) {
+    INFO("rank " << rank << ": " << results[rank]);
+    CHECK(results[rank].empty());
+  }
+}

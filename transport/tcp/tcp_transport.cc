@@ -384,7 +384,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
             a, PeerGone(rank, a->peer,
                         "its listener at " + a->address + " has refused connections for " +
                             std::to_string(kGoneAfterRefusedMs) +
-                            " ms (its process exited or was killed)"));
+                            " ms (its process exited or was killed, or its communicator was aborted)"));
       }
     } else {
       a->refused = false;  // unreachable or timed out: cannot tell, keep trying
@@ -524,7 +524,7 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
           ProbeListener(target.value().first, target.value().second, kProbeTimeoutMs);
       if (probe.result == ProbeResult::kRefused) {
         return "its listener at " + peer_address + " refuses connections (" + probe.detail +
-               "; its process exited or was killed)";
+               "; its process exited or was killed, or its communicator was aborted)";
       }
     }
     return "";
@@ -751,6 +751,15 @@ void TcpTransport::Abort(const Status& reason) {
     attempts.assign(s.attempts.begin(), s.attempts.end());
   }
   s.stash_cv.notify_all();
+  // Stop listening: a peer waiting for this rank to dial it (the lower rank dials) only probes
+  // that this listener is there (listener_probe.h), and an aborted transport never dials; with
+  // the port closed that peer reports "rank R is gone" within a second, and its communicator
+  // then reads why (the root-cause record) instead of waiting for its timeout. Dialers now get
+  // a refused connection instead of a refused handshake; both fail their Connect.
+  asio::post(*s.io, [state = state_] {
+    asio::error_code ignored;
+    state->acceptor.close(ignored);
+  });
   for (const auto& attempt : attempts) {
     attempt->done->Complete(status);
     if (!attempt->done->status().ok()) {
