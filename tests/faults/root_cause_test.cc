@@ -16,13 +16,13 @@
 //   - that no store key was lost (store_census.h).
 //
 // The matrix: the default run covers tcp and shm, 3, 4 and 8 ranks, the victim at every position,
-// every way of going and every collective, with ways and collectives rotated over the positions
-// (so each appears on each transport and size) rather than crossed — about 30 death jobs, a few
-// stalls and two jobs where two ranks die at once, ~2 minutes on a 2-core machine. The full
-// cross product (2 transports x 15 positions x 4 ways x 10 operations, plus the stalls at every
-// position) takes hours there; run it with
+// every way of going and every operation, with ways and operations rotated over the positions
+// (so each appears on each transport and size) rather than crossed — 30 death jobs, five stalls,
+// two jobs where two ranks die at once and a first link to an aborted rank, ~45 s on a 2-core
+// machine. The full cross product (2 transports x 15 positions x 4 ways x 10 operations: 1200
+// death jobs, ~10 minutes there; plus 300 stalls, ~40 minutes) runs with
 //   bazel test //tests/faults:root_cause_test --test_env=BRAID_FAULT_MATRIX=full \
-//       --test_timeout=36000
+//       --test_timeout=7200
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
