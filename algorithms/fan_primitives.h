@@ -444,7 +444,7 @@ class FanRound {
     return status_;
   }
   Status Wait() {
-    WaitReceives();
+    if (!WaitReceives().ok()) return status_;
     while (status_.ok() && !sends_.empty()) status_ = WaitFront(sends_, true);
     return status_;
   }

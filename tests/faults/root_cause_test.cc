@@ -21,8 +21,8 @@
 // two jobs where two ranks die at once and a first link to an aborted rank, ~45 s on a 2-core
 // machine. The full cross product (2 transports x 15 positions x 4 ways x 10 operations: 1200
 // death jobs, ~10 minutes there; plus 300 stalls, ~40 minutes) runs with
-//   bazel test //tests/faults:root_cause_test --test_env=BRAID_FAULT_MATRIX=full \
-//       --test_timeout=7200
+//   bazel test //tests/faults:root_cause_test --test_env=BRAID_FAULT_MATRIX=full
+//       --test_timeout=7200   (one command line)
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
