@@ -449,15 +449,11 @@ std::optional<Communicator::Cause> Communicator::StoreHostCause(const Status& st
   // Not a timeout: a store that answers nothing at all (connection refused, reset) is gone, and
   // with it the process that hosted it.
   if (store_error.code() == Code::kTimeout) return std::nullopt;
-  Cause cause;
-  cause.rank = store_host_rank_;
-  cause.how = FailureKind::kGone;
-  cause.seen_by = rank_;
-  cause.code = Code::kRemoteError;
-  cause.phrase = "rank " + std::to_string(store_host_rank_) + " is gone: the store at " +
-                 (store_address_.empty() ? std::string("its address") : store_address_) +
-                 " that it hosted no longer answers (seen by rank " + std::to_string(rank_) + ")";
-  return cause;
+  return Cause::Gone(store_host_rank_, rank_,
+                     "rank " + std::to_string(store_host_rank_) + " is gone: the store at " +
+                         (store_address_.empty() ? std::string("its address") : store_address_) +
+                         " that it hosted no longer answers (seen by rank " +
+                         std::to_string(rank_) + ")");
 }
 
 void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store_error) {
@@ -506,14 +502,10 @@ void Communicator::MergeRecordedCauses(std::vector<Cause>* causes, Status* store
       }
     } else if (lost.value() && !named(r)) {
       auto seen = store_->Get("lost/" + std::to_string(r), quick);
-      Cause gone;
-      gone.rank = r;
-      gone.how = FailureKind::kGone;
-      gone.seen_by = seen.ok() ? std::atoi(seen.value().c_str()) : -1;
-      gone.code = Code::kRemoteError;
-      gone.phrase = "rank " + std::to_string(r) + " is gone (seen by rank " +
-                    std::to_string(gone.seen_by) + ")";
-      causes->push_back(std::move(gone));
+      const int seen_by = seen.ok() ? std::atoi(seen.value().c_str()) : -1;
+      causes->push_back(Cause::Gone(r, seen_by, "rank " + std::to_string(r) +
+                                                    " is gone (seen by rank " +
+                                                    std::to_string(seen_by) + ")"));
     }
   }
 }
@@ -628,13 +620,9 @@ std::vector<Communicator::Cause> Communicator::CausesAfterLostLink(const Status&
       std::optional<Cause> host = StoreHostCause(store_error);
       if (host) causes.push_back(*host);
       if (!host || host->rank != peer) {
-        Cause gone;
-        gone.rank = peer;
-        gone.how = FailureKind::kGone;
-        gone.seen_by = rank_;
-        gone.code = Code::kRemoteError;
-        gone.phrase = "rank " + std::to_string(peer) + " is gone (seen by rank " +
-                      std::to_string(rank_) + ")";
+        Cause gone = Cause::Gone(peer, rank_, "rank " + std::to_string(peer) +
+                                                  " is gone (seen by rank " +
+                                                  std::to_string(rank_) + ")");
         // Without the store, "gone" is a guess: the peer may have closed because of another.
         if (!store_error.ok()) {
           gone.phrase = "rank " + std::to_string(peer) + " closed its link to rank " +

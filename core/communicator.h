@@ -168,6 +168,10 @@ class Communicator {
     int seen_by = -1;
     Code code = Code::kInternalError;  // the code every rank reports for it
     std::string phrase;  // "rank 2 is gone (seen by rank 1)", the message's lead
+    // `rank` is gone (its process or its link), as `seen_by` saw it: braidRemoteError.
+    static Cause Gone(int rank, int seen_by, std::string phrase) {
+      return Cause{rank, FailureKind::kGone, seen_by, Code::kRemoteError, std::move(phrase)};
+    }
   };
   // For an error that breaks the communicator: works out the root cause(s) (after a timeout,
   // from the hang diagnosis; after a lost link, from the closing rank's record, waited for up to
