@@ -19,6 +19,7 @@
 
 #include "bindings/c/braid.h"
 #include "tests/harness/communicator.h"
+#include "tests/harness/free_port.h"
 #include "tests/harness/multi_rank.h"
 
 namespace {
@@ -28,23 +29,11 @@ bool Contains(const char* text, const std::string& needle) {
 }
 
 using braid::testing::CommJob;
+using braid::testing::FreePort;
 using braid::testing::NewId;
 using braid::testing::OneRankComm;
 using braid::testing::RunComms;
 using braid::testing::RunThreads;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 }  // namespace
 

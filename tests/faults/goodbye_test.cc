@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
+#include "tests/harness/free_port.h"
 #include "tests/harness/multi_rank.h"
 #include "transport/registry.h"
 
@@ -37,6 +38,7 @@ using braid::Deadline;
 using braid::Status;
 using braid::transport::Connection;
 using braid::transport::Transport;
+using braid::testing::FreePort;
 
 constexpr int64_t kTestTimeoutMs = 20000;
 
@@ -151,19 +153,6 @@ TEST_CASE("a link closed without a failure says no goodbye", "[faults][goodbye]"
 }
 
 namespace {
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 // The first rank a message names, or -1.
 int FirstRankNamed(const std::string& message) {

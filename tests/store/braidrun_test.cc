@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "rendezvous/cpu_binding.h"
+#include "tests/harness/free_port.h"
 
 extern char** environ;
 
@@ -142,18 +143,6 @@ bool WaitForText(const std::string& path, const std::string& text, int count, in
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 TEST_CASE("braidrun gives each rank its environment and prefixes its output", "[braidrun]") {
@@ -290,7 +279,7 @@ TEST_CASE("SIGTERM to braidrun is forwarded to the ranks", "[braidrun]") {
 }
 
 TEST_CASE("two nodes on loopback form one job", "[braidrun]") {
-  int port = FreePort();
+  int port = braid::testing::FreePort();
   std::vector<std::string> env = {"BRAID_SECRET=shared-test-secret"};
   std::string p = std::to_string(port);
   Process node0 =

@@ -120,6 +120,11 @@ def _compare(braid, gloo):
     for rank, (b, g) in enumerate(zip(braid, gloo)):
         assert b.keys() == g.keys(), f"rank {rank}: different results {b.keys() ^ g.keys()}"
         for key in b:
+            if key == "is_completed":
+                # Gloo completes the future before marking its Work finished, so its
+                # is_completed() right after future.wait() is sometimes False (CI saw it on
+                # rank 2); braid guarantees True, asserted by the caller instead.
+                continue
             bv, gv = b[key], g[key]
             if isinstance(bv, list):
                 assert len(bv) == len(gv), key
@@ -136,7 +141,8 @@ def test_every_collective_matches_gloo():
     braid = values(run_ranks(battery, WORLD, "braid"), "braid")
     gloo = values(run_ranks(battery, WORLD, "gloo"), "gloo")
     _compare(braid, gloo)
-    assert braid[0]["is_completed"].item()
+    for rank, result in enumerate(braid):
+        assert result["is_completed"].item(), f"rank {rank}: is_completed() False after the future"
 
 
 def braid_only_ops(rank, world):
