@@ -1,0 +1,207 @@
+// VerbsLink / VerbsConnection: one reliable-connected QP to one peer, and the flow control that
+// moves messages over it.
+//
+// Data path (why this shape):
+// - Each side registers a ring of kSlots slots of kSlotBytes for the peer to write into. A message
+//   goes as chunks of up to kSlotBytes - 16 bytes, each one RDMA write with immediate into the
+//   next slot: a 16-byte SlotHeader (tag, message size) gathered from this side's header array,
+//   then the payload gathered straight from the caller's buffer (registered through the
+//   RegistrationCache, no copy on the sending side). The immediate carries the chunk's length.
+// - Credits: a side may have at most kSlots chunks unconsumed in the peer's ring. The receiver
+//   returns freed slots with a zero-byte write with immediate (kCreditFlag | count) once it has
+//   copied them out, several at a time when several were consumed in one pass. So a sender never
+//   writes into a slot still in use, and never writes to a peer without a posted receive: each
+//   side keeps 2 * kSlots + 2 receives posted (enough for a full window of data plus the credit
+//   returns that can be in flight), so receiver-not-ready never happens (no RNR retry storms).
+// - Large messages are pipelined: as soon as a credit comes back the next chunk goes, while the
+//   receiver copies out the previous ones.
+// - Completions: one CQ per link for both directions. Writes complete in post order, so a send
+//   completes when its last chunk's write completion arrives.
+// - Progress: nothing runs in the background. The threads that post, test and wait poll the CQs
+//   of every link of the transport (VerbsDriver), so a rank waiting on one peer still returns
+//   credits to and feeds the others (a ring of ranks each waiting on its receive first works).
+// - Failures: an error completion fails every pending request with kRemoteError naming the peer
+//   and the verbs status; the authenticated bootstrap link made at set-up stays open and is
+//   probed while a wait makes no progress, so a peer whose process is gone is named within
+//   ~100 ms instead of after the adapter's retry timeout (or never, for a receive).
+//
+// Lock order: VerbsDriver::mutex_ (the link list) is never held while a link's mutex_ is taken;
+// a link's mutex_ guards all its state and the verbs calls on its QP and CQ.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/deadline.h"
+#include "core/base/status.h"
+#include "transport/connection.h"
+#include "transport/ibverbs/device.h"
+#include "transport/ibverbs/registration_cache.h"
+#include "transport/ibverbs/wire.h"
+#include "transport/wait_budget.h"
+
+namespace braid::transport::ibverbs {
+
+// Ring geometry: 16 slots of 128 KiB (2 MiB per link and direction).
+constexpr uint32_t kSlots = 16;
+constexpr uint32_t kSlotBytes = 128 * 1024;
+constexpr uint32_t kRecvDepth = 2 * kSlots + 2;
+constexpr uint32_t kSendDepth = 2 * kSlots + 4;
+
+
+class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
+ public:
+  // Creates the CQ and QP (moved to INIT) and registers the ring and the header array.
+  // Errors: kSystemError naming the verbs call and errno.
+  static Result<std::shared_ptr<VerbsLink>> Create(std::shared_ptr<VerbsDevice> device,
+                                                   std::shared_ptr<RegistrationCache> cache,
+                                                   const IbConfig& config, int rank, int peer);
+  ~VerbsLink();
+  VerbsLink(const VerbsLink&) = delete;
+  VerbsLink& operator=(const VerbsLink&) = delete;
+
+  // What the peer needs (QPN, PSN, LID/GID, ring address and key).
+  const SetupInfo& local_info() const { return local_; }
+  // Checks the peer's record, posts the receives and moves the QP to RTR and RTS. After it the
+  // peer may write; this side may write once the peer has done the same (the caller exchanges a
+  // ready message). Errors: a record of another version or ring geometry (kInvalidUsage naming
+  // both), a refused transition (kSystemError).
+  Status Connect(const SetupInfo& peer);
+  // Keeps the bootstrap link, to notice a peer that is gone (probed while waits make no progress).
+  void KeepBootstrap(std::unique_ptr<Connection> bootstrap);
+
+  int peer() const { return peer_; }
+  RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag,
+                      const std::shared_ptr<RequestDriver>& driver);
+  RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink,
+                      const std::shared_ptr<RequestDriver>& driver);
+  Result<std::optional<Connection::Incoming>> Probe();
+
+  // Polls the CQ and moves what can move. Returns true if anything happened. `check_peer`: also
+  // probe the bootstrap link (rate-limited), done when a wait saw no progress for a while.
+  bool Progress(bool check_peer);
+  // Why `request` (one of this link's) is still pending, or "" when it is not this link's.
+  std::string Stall(const Request* request);
+  // Fails every pending and future request with `reason` (OK: "... was closed") and moves the
+  // QP to the error state; the QP and the ring stay until destruction. Idempotent.
+  void Fail(const Status& reason);
+  bool failed();
+
+ private:
+  struct OutSend {
+    const char* data = nullptr;
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    size_t posted = 0;  // payload bytes handed to the QP
+    bool header_posted = false;
+    std::shared_ptr<Region> region;
+    RequestPtr request;
+  };
+  struct InRecv {
+    char* data = nullptr;  // null when landing into `sink`
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    size_t offset = 0;
+    bool started = false;
+    std::shared_ptr<LandingSink> sink;
+    RequestPtr request;
+  };
+  struct InFlight {
+    bool last_of_message = false;  // completes sends_.front()
+    std::shared_ptr<Region> region;
+  };
+  struct Landed {
+    uint32_t slot = 0;
+    uint32_t length = 0;  // header included
+  };
+
+  VerbsLink(std::shared_ptr<VerbsDevice> device, std::shared_ptr<RegistrationCache> cache,
+            const IbConfig& config, int rank, int peer);
+  bool PollLocked();          // drains the CQ
+  bool DeliverLocked();       // hands landed chunks to posted receives
+  bool PostChunksLocked();    // writes chunks while credits and queue room last
+  bool ReturnCreditsLocked();
+  bool PostWriteLocked(ibv_sge* sge, int num_sge, uint64_t remote_addr, uint32_t imm,
+                       InFlight in_flight);
+  void FailLocked(const Status& reason);
+  const char* SlotAt(uint32_t slot) const { return ring_.get() + size_t{slot} * kSlotBytes; }
+  std::string Who() const;
+
+  const std::shared_ptr<VerbsDevice> device_;
+  const VerbsApi& api_;
+  const std::shared_ptr<RegistrationCache> cache_;
+  const IbConfig config_;
+  const int rank_;
+  const int peer_;
+
+  std::mutex mutex_;  // guards everything below
+  Status status_;     // non-OK once failed
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  std::unique_ptr<char[]> ring_;             // kSlots * kSlotBytes, written by the peer
+  std::unique_ptr<Region> ring_region_;
+  std::unique_ptr<SlotHeader[]> headers_;    // one per send slot, gathered into each write
+  std::unique_ptr<Region> headers_region_;
+  SetupInfo local_;
+  SetupInfo remote_;
+  std::unique_ptr<Connection> bootstrap_;
+  int64_t last_peer_check_ns_ = 0;
+
+  // Sending.
+  uint32_t credits_ = kSlots;
+  uint64_t send_slot_ = 0;       // chunks written so far
+  std::deque<OutSend> sends_;    // not yet complete, in post order
+  size_t next_to_post_ = 0;      // index in sends_ of the first message with chunks to write
+  std::deque<InFlight> in_flight_;  // writes posted, completion pending, in post order
+
+  // Receiving.
+  uint64_t recv_slot_ = 0;       // data chunks landed so far
+  std::deque<Landed> landed_;    // landed, not yet consumed
+  std::deque<InRecv> recvs_;     // posted receives, in order
+  uint32_t credits_owed_ = 0;    // slots consumed, not yet returned
+  uint64_t discard_left_ = 0;    // payload bytes of a refused message still to drop
+};
+
+// Drives every link of one transport (see the top of the file); requests are made with it.
+class VerbsDriver : public RequestDriver {
+ public:
+  explicit VerbsDriver(int ranks) : budget_(WaitBudget::For(ranks)) {}
+  void Add(const std::shared_ptr<VerbsLink>& link);
+  void Progress() override;
+  Status Wait(const Request& request, Deadline deadline) override;
+  // Fails every link's requests with `reason` (Abort).
+  void FailAll(const Status& reason);
+
+ private:
+  bool ProgressAll(bool check_peers);
+  std::vector<std::shared_ptr<VerbsLink>> Links();
+  const WaitBudget budget_;
+  std::mutex mutex_;  // guards links_
+  std::vector<std::weak_ptr<VerbsLink>> links_;
+};
+
+// The Connection algorithms see; destroying it closes the link.
+class VerbsConnection : public Connection {
+ public:
+  VerbsConnection(std::shared_ptr<VerbsLink> link, std::shared_ptr<VerbsDriver> driver)
+      : link_(std::move(link)), driver_(std::move(driver)) {}
+  ~VerbsConnection() override;
+  int peer() const override { return link_->peer(); }
+  RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag) override;
+  RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag) override;
+  void Close(const Status& reason) override { link_->Fail(reason); }
+  // Pieces are handed over straight from the ring slots they landed in.
+  bool LandsInPlace() const override { return true; }
+  RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) override;
+  Result<std::optional<Incoming>> Probe() override { return link_->Probe(); }
+
+ private:
+  const std::shared_ptr<VerbsLink> link_;
+  const std::shared_ptr<VerbsDriver> driver_;
+};
+
+}  // namespace braid::transport::ibverbs
