@@ -11,6 +11,7 @@ transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record) {
   info.rank = rank;
   info.host = record.host;
   info.boot_id = record.boot_id;
+  info.net_ns = record.net_ns;
   return info;
 }
 
@@ -34,13 +35,29 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
   if (by_peer_[peer] != nullptr) return by_peer_[peer];
   const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
   const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
+  // Why go on after a failure: a transport that says it can connect may still find the peer out
+  // of its reach (shared memory between namespaces it could not tell apart), and that is no
+  // reason to fail the job while a later transport reaches the peer. Only kRemoteError (nobody
+  // answers at the peer's address) moves on: both ranks of the pair see that alike, so both move
+  // to the same next transport; a timeout, an abort or bad input ends the attempt.
+  Status unreachable;
+  const char* unreachable_over = nullptr;
   for (const auto& t : transports_) {
     const std::string* address = peers_[peer].AddressOf(t->name());
     if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
+    if (unreachable_over != nullptr) {
+      BRAID_LOG(kInfo, rank_) << "no " << unreachable_over << " link to rank " << peer << " ("
+                              << unreachable.message() << "); trying " << t->name();
+    }
     auto connection = t->Connect(peer, *address, deadline);
     if (!connection.ok()) {
-      return connection.status().WithContext("rank " + std::to_string(rank_) + ": connecting to rank " +
-                                             std::to_string(peer) + " over " + t->name());
+      Status failed = connection.status().WithContext("rank " + std::to_string(rank_) +
+                                                      ": connecting to rank " +
+                                                      std::to_string(peer) + " over " + t->name());
+      if (failed.code() != Code::kRemoteError) return failed;
+      unreachable = std::move(failed);
+      unreachable_over = t->name();
+      continue;
     }
     BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
                             << *address << ")";
@@ -53,6 +70,7 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
     by_peer_[peer] = raw;
     return raw;
   }
+  if (unreachable_over != nullptr) return unreachable;
   return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
                               std::to_string(peer) + " (host " + peers_[peer].host +
                               "); check BRAID_TRANSPORTS");

@@ -63,8 +63,11 @@ class LinkPool {
   bool Shared() const { return communicators_.load(std::memory_order_acquire) > 1; }
 
   // The link to `peer` (a rank of the pool), made on first use with the first transport in
-  // priority order that can reach it (both ranks of the pair call it). Caller holds lane() while
-  // the pool is Shared(); otherwise its one communicator's op_mutex_ orders the calls.
+  // priority order that can reach it (both ranks of the pair call it). A transport whose Connect
+  // finds the peer unreachable (kRemoteError) hands over to the next one that can connect the
+  // pair, with an INFO line; the last such error is returned when none is left. Caller holds
+  // lane() while the pool is Shared(); otherwise its one communicator's op_mutex_ orders the
+  // calls.
   Result<transport::Connection*> Get(int peer, Deadline deadline);
   // As Get, but never waits for the peer: the existing link; else one this rank makes alone
   // (it dials, the peer's listener answers; up to `deadline`); else one the peer has already

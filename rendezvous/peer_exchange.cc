@@ -26,7 +26,8 @@ std::string ListRanks(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string PeerRecord::Serialize() const {
-  std::string out = "host=" + host + "\nboot_id=" + boot_id + "\ncpus=" + std::to_string(cpus) + "\n";
+  std::string out = "host=" + host + "\nboot_id=" + boot_id + "\nnet_ns=" + net_ns +
+                    "\ncpus=" + std::to_string(cpus) + "\n";
   for (const auto& [name, address] : addresses) out += "addr." + name + "=" + address + "\n";
   return out;
 }
@@ -43,6 +44,8 @@ Result<PeerRecord> PeerRecord::Parse(const std::string& text) {
       record.host = value;
     } else if (key == "boot_id") {
       record.boot_id = value;
+    } else if (key == "net_ns") {
+      record.net_ns = value;
     } else if (key == "cpus") {
       char* end = nullptr;
       const long cpus = std::strtol(value.c_str(), &end, 10);
@@ -80,6 +83,10 @@ HostLoad BusiestHost(const std::vector<PeerRecord>& peers) {
   return load;
 }
 
+std::string HostKey(const PeerRecord& record) {
+  return record.host + "/" + record.boot_id + "/" + record.net_ns;
+}
+
 PeerRecord LocalPeerRecord() {
   PeerRecord record;
   char host[256] = {0};
@@ -87,6 +94,9 @@ PeerRecord LocalPeerRecord() {
   record.host = host;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::getline(boot, record.boot_id);
+  char ns[64] = {0};
+  const ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  if (n > 0) record.net_ns.assign(ns, static_cast<size_t>(n));
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   record.cpus = cpus > 0 ? static_cast<int>(cpus) : 0;
   return record;

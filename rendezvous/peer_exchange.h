@@ -15,6 +15,11 @@ namespace braid::rendezvous {
 struct PeerRecord {
   std::string host;
   std::string boot_id;
+  // The publisher's network namespace ("net:[4026531840]", the link /proc/self/ns/net points
+  // to; "" when it cannot be read). Why: ranks in containers or namespaces of one kernel share
+  // the host name and boot id, but not abstract Unix sockets or loopback, so they are different
+  // hosts to every transport.
+  std::string net_ns;
   // Online CPUs of the publisher's machine (0 = unknown): with the peer table, every rank can tell
   // alike whether some host runs more ranks than it has CPUs (the cost model depends on it).
   int cpus = 0;
@@ -28,13 +33,19 @@ struct PeerRecord {
   const std::string* AddressOf(const std::string& transport) const;
 };
 
-// This machine's host name and boot id (/proc/sys/kernel/random/boot_id).
+// This machine's host name, boot id (/proc/sys/kernel/random/boot_id), network namespace and
+// online CPUs.
 PeerRecord LocalPeerRecord();
 
+// Who shares a host with whom: ranks whose records give the same key run on one host in the
+// transports' sense (one kernel, one network namespace), so shared memory can link them.
+std::string HostKey(const PeerRecord& record);
+
 // How crowded the job's busiest host is, from the peer table (so every rank computes the same):
-// whether some host (host name and boot id) runs more ranks than it has CPUs, and the largest
-// ranks-per-CPU ratio over the hosts (1 when every rank can have a core). An unknown CPU count
-// counts as one CPU.
+// whether some machine (host name and boot id) runs more ranks than it has CPUs, and the largest
+// ranks-per-CPU ratio over the machines (1 when every rank can have a core). An unknown CPU count
+// counts as one CPU. Network namespaces are not told apart here: namespaces of one kernel share
+// its CPUs.
 struct HostLoad {
   bool oversubscribed = false;
   double ranks_per_cpu = 1.0;

@@ -33,7 +33,11 @@ struct TransportContext {
 struct PeerInfo {
   int rank = 0;
   std::string host;     // hostname
-  std::string boot_id;  // /proc/sys/kernel/random/boot_id: same host only if both match
+  std::string boot_id;  // /proc/sys/kernel/random/boot_id: same kernel only if both match
+  // The network namespace ("net:[inode]" of /proc/self/ns/net): ranks of one kernel in different
+  // namespaces (containers, tests/multihost) cannot reach each other's abstract Unix sockets or
+  // loopback, so they are on different hosts for every transport.
+  std::string net_ns;
 };
 
 class Transport {
@@ -47,7 +51,10 @@ class Transport {
   virtual bool CanConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Links this rank with `peer`, whose LocalAddress() is `peer_address`. Both ranks of the pair
   // call it (in any order, from the thread running the communicator); blocks until the link is
-  // up or `deadline` passes (Code::kTimeout naming the peer).
+  // up or `deadline` passes (Code::kTimeout naming the peer). Code::kRemoteError says the peer
+  // cannot be reached this way (nobody answers at its address from here: it is gone, or out of
+  // this transport's reach although CanConnect said yes); both sides of the pair then see it,
+  // and the caller tries the next transport that can connect them (core/link_pool.h).
   virtual Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
                                                       Deadline deadline) = 0;
   // Whether this rank's Connect(peer) waits for the peer to dial it (the accepting side), rather

@@ -1,6 +1,7 @@
-// The registry picks shm for ranks on one host and TCP otherwise, and BRAID_TRANSPORTS=^shm turns
-// shm off: the same choice Communicator::GetConnection makes (first transport whose CanConnect
-// says yes, in priority order).
+// The registry picks shm for ranks on one host (same host name, boot id and network namespace)
+// and TCP otherwise, and BRAID_TRANSPORTS=^shm turns shm off: the same choice
+// Communicator::GetConnection makes (first transport whose CanConnect says yes, in priority
+// order).
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -22,11 +23,13 @@ TransportContext Context(int rank, const std::string& spec) {
   return context;
 }
 
-PeerInfo Peer(int rank, const std::string& host, const std::string& boot_id) {
+PeerInfo Peer(int rank, const std::string& host, const std::string& boot_id,
+              const std::string& net_ns = "net:[4026531840]") {
   PeerInfo info;
   info.rank = rank;
   info.host = host;
   info.boot_id = boot_id;
+  info.net_ns = net_ns;
   return info;
 }
 
@@ -44,6 +47,9 @@ TEST_CASE("shm is picked for ranks on one host, tcp otherwise", "[shm][registry]
   const PeerInfo same = Peer(1, "node1", "boot-1");
   const PeerInfo rebooted = Peer(1, "node1", "boot-2");  // same name, another boot: not shared
   const PeerInfo other = Peer(1, "node2", "boot-1");
+  // One kernel, another network namespace (a container, a tests/multihost host): its abstract
+  // Unix sockets are out of reach, so not the same host.
+  const PeerInfo other_ns = Peer(1, "node1", "boot-1", "net:[4026532177]");
   const PeerInfo unknown = Peer(1, "", "");
 
   auto all = CreateTransports(Context(0, ""));
@@ -55,6 +61,8 @@ TEST_CASE("shm is picked for ranks on one host, tcp otherwise", "[shm][registry]
   CHECK(Pick(all.value(), same, a) == "shm");  // both sides agree
   CHECK(Pick(all.value(), a, rebooted) == "tcp");
   CHECK(Pick(all.value(), a, other) == "tcp");
+  CHECK(Pick(all.value(), a, other_ns) == "tcp");
+  CHECK(Pick(all.value(), other_ns, a) == "tcp");
   CHECK(Pick(all.value(), unknown, unknown) == "tcp");
 
   auto no_shm = CreateTransports(Context(0, "^shm"));

@@ -736,8 +736,9 @@ ShmTransport::~ShmTransport() {
 std::string ShmTransport::LocalAddress() const { return state_->address; }
 
 bool ShmTransport::CanConnect(const PeerInfo& self, const PeerInfo& peer) const {
+  // The abstract Unix sockets the link is made over are per network namespace.
   return !self.host.empty() && self.host == peer.host && !self.boot_id.empty() &&
-         self.boot_id == peer.boot_id;
+         self.boot_id == peer.boot_id && self.net_ns == peer.net_ns;
 }
 
 Result<std::unique_ptr<Connection>> ShmTransport::Connect(int peer, const std::string& peer_address,

@@ -4,8 +4,9 @@
 // one-way at best); a shared ring costs one cache-line transfer for a small message (~0.2 us)
 // and, with cross-memory attach, one copy for a large one.
 //
-// Selection: CanConnect() says yes for peers with the same hostname and boot id (PeerInfo), so
-// the registry picks shm before TCP for them; BRAID_TRANSPORTS=^shm turns it off.
+// Selection: CanConnect() says yes for peers with the same hostname, boot id and network
+// namespace (PeerInfo), so the registry picks shm before TCP for them; BRAID_TRANSPORTS=^shm
+// turns it off.
 //
 // Connection set-up: each transport listens on an abstract Unix socket whose name (with comm id,
 // rank, pid and a random part) is the address published through the store. Of each pair the
