@@ -353,8 +353,7 @@ TEST_CASE("braidRecvAny: argument and usage errors", "[recvany][error]") {
   CHECK(rcs[5] != braidSuccess);
 
   // A communicator of one rank has nobody to receive from.
-  braidComm_t single = nullptr;
-  REQUIRE(braidCommInitRank(&single, 1, NewId(), 0) == braidSuccess);
+  braidComm_t single = OneRankComm();
   int32_t x = 0;
   int peer = 3;
   CHECK(braidRecvAny(&x, 1, braidInt32, &peer, single, nullptr) == braidInvalidUsage);
