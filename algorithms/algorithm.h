@@ -53,6 +53,12 @@ struct LinkModel {
   // step (larger over TCP, where a loopback send delivers the message, and wakes the receiver,
   // in the sender's own time slice).
   double fan_out_us = 1.0;
+  // The job's shape (algorithms/host_topology.h): how many hosts its ranks run on and the most
+  // ranks on any one of them; the default is one host running every rank (0: as many as the
+  // call's nranks). Flat algorithms ignore it; it is what lets a cost function price the steps
+  // that cross a host's network link apart from those that stay inside a host.
+  int hosts = 1;
+  int ranks_per_host = 0;
 };
 
 using AlgorithmFn = Status (*)(const CollectiveContext& ctx, const CollectiveArgs& args);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "algorithms/function_ref.h"
+#include "algorithms/host_topology.h"
 #include "algorithms/tag_layout.h"
 #include "core/base/deadline.h"
 #include "core/base/status.h"
@@ -43,6 +44,9 @@ struct CollectiveContext {
   // Returns at least `bytes` of scratch memory owned by the communicator (valid until the next
   // call, never shared between concurrent collectives).
   FunctionRef<void*(size_t bytes)> scratch;
+  // Which ranks share a host (owned by the communicator, the same on every rank); null where the
+  // caller models one host (tests that build a context by hand).
+  const HostTopology* topology = nullptr;
 };
 
 }  // namespace braid::algorithms

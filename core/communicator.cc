@@ -62,6 +62,22 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
                                       load.oversubscribed, load.ranks_per_cpu);
 }
 
+// Which ranks share a host: one kernel and one network namespace (rendezvous::HostKey).
+algorithms::HostTopology TopologyOf(const std::vector<rendezvous::PeerRecord>& peers) {
+  std::vector<std::string> keys;
+  keys.reserve(peers.size());
+  for (const rendezvous::PeerRecord& record : peers) keys.push_back(rendezvous::HostKey(record));
+  return algorithms::HostTopology::FromHostKeys(keys);
+}
+
+// `link` with the job's shape, so the selector's cost functions see hosts x ranks per host.
+algorithms::LinkModel WithHosts(algorithms::LinkModel link,
+                                const algorithms::HostTopology& topology) {
+  link.hosts = topology.hosts();
+  link.ranks_per_host = topology.max_ranks_per_host();
+  return link;
+}
+
 // How long a rank that saw a link close waits for the closing rank's root-cause record: well
 // under a second, since a rank that broke writes it before closing its links (so it is normally
 // there at the first look), and a dead rank never writes one.
@@ -235,6 +251,15 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
                                 << comm->selector_.link().latency_us << " us, bandwidth "
                                 << comm->selector_.link().bandwidth_gbps << " GB/s, reduce "
                                 << comm->selector_.link().reduce_gbps << " GB/s";
+  if (comm->size_ > 1 && LogEnabled(LogLevel::kInfo)) {
+    const algorithms::HostTopology& topology = comm->topology_;
+    std::string here;
+    for (int r : topology.ranks_on(topology.host_of(comm->rank_))) {
+      here += (here.empty() ? "" : ",") + std::to_string(r);
+    }
+    BRAID_LOG(kInfo, comm->rank_) << "topology: " << topology.Describe()
+                                  << "; ranks on this host: " << here;
+  }
   return comm;
 }
 
@@ -248,9 +273,11 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       secret_(std::move(options.secret)),
       store_(std::move(options.store)),
       peers_(std::move(peers)),
+      topology_(TopologyOf(peers_)),
       links_(std::move(links)),
       pool_ranks_(std::move(pool_ranks)),
-      selector_(size_, std::move(policy), JobLinkModel(peers_, links_->transports()),
+      selector_(size_, std::move(policy),
+                WithHosts(JobLinkModel(peers_, links_->transports()), topology_),
                 TrialsOf(config_)),
       store_address_(std::move(options.store_address)),
       store_host_rank_(options.store_host_rank),
@@ -765,6 +792,7 @@ Status Communicator::RunOperation(algorithms::TagSpace space, uint64_t sequence,
       rank_, size_, algorithms::OperationSequence(space, sequence), config_.chunk_bytes, deadline,
       {connections_.data(), connection},
       scratch,
+      &topology_,
   };
   Status status = body(ctx);
   // Argument and usage errors are found before anything is sent; anything else may have left

@@ -35,6 +35,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/collective.h"
+#include "algorithms/host_topology.h"
 #include "algorithms/selector.h"
 #include "algorithms/tag_layout.h"
 #include "core/base/config.h"
@@ -236,6 +237,9 @@ class Communicator {
   const std::string secret_;
   std::shared_ptr<rendezvous::Store> store_;
   const std::vector<rendezvous::PeerRecord> peers_;
+  // Which ranks share a host, from peers_ (the same on every rank); algorithms see it through
+  // their context and the selector through its link model's hosts and ranks per host.
+  const algorithms::HostTopology topology_;
   // Fixed after construction, so Abort() may reach it from any thread. Connections come from it;
   // its lane is held for the whole of each operation.
   const std::shared_ptr<LinkPool> links_;
