@@ -146,13 +146,19 @@ typedef struct braidConfig {
                             the call that takes the config and need not outlive it. A struct
                             from a header older than this field (its size ends before it)
                             takes the environment's value. */
+  int shmSingleCopyBytes; /* BRAID_SHM_SINGLE_COPY_BYTES: messages of at least this many bytes
+                            between ranks of one host in different processes are copied once,
+                            straight out of the sender's buffer (process_vm_readv), instead of
+                            twice through the shared ring; 0 = never. Undefined: the environment,
+                            else the calibration file's measured choice (docs/ALGORITHMS.md). */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
   {                                                                                       \
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
-        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR            \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR,           \
+        BRAID_CONFIG_UNDEF_INT                                                            \
   }
 
 /* *version = BRAID_VERSION_CODE of the library (compare with the header's to catch a mismatch). */

@@ -56,6 +56,14 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
       c->algo != BRAID_CONFIG_UNDEF_PTR) {
     config.algo = c->algo;
   }
+  if (c->size >= offsetof(braidConfig_t, shmSingleCopyBytes) + sizeof(c->shmSingleCopyBytes) &&
+      c->shmSingleCopyBytes != BRAID_CONFIG_UNDEF_INT) {
+    if (c->shmSingleCopyBytes < 0) {
+      return Status::InvalidArgument("config->shmSingleCopyBytes must be 0 (never) or a byte "
+                                     "count, got " + std::to_string(c->shmSingleCopyBytes));
+    }
+    config.shm_single_copy_bytes = c->shmSingleCopyBytes;
+  }
   return config;
 }
 

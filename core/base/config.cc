@@ -49,6 +49,8 @@ Result<Config> ParseEnvironment() {
   BRAID_ASSIGN_OR_RETURN(split_share, IntFromEnvironment("BRAID_COMM_SPLIT_SHARE_RESOURCES", 0));
   if (split_share > 1) return Status::InvalidArgument("BRAID_COMM_SPLIT_SHARE_RESOURCES must be 0 or 1");
   config.split_share = split_share == 1;
+  BRAID_ASSIGN_OR_RETURN(config.shm_single_copy_bytes,
+                         IntFromEnvironment("BRAID_SHM_SINGLE_COPY_BYTES", -1));
   return config;
 }
 

@@ -35,6 +35,13 @@ struct Config {
   // BRAID_COMM_SPLIT_SHARE_RESOURCES=1 (NCCL's name, NCCL_ prefix swapped): a communicator made
   // by Split reaches its peers through its parent's links instead of its own (core/link_pool.h).
   bool split_share = false;
+  // BRAID_SHM_SINGLE_COPY_BYTES: messages of at least this many bytes between ranks of one host
+  // in different processes are copied once, by the receiver straight out of the sender's buffer
+  // (cross-memory attach, process_vm_readv), instead of twice through the shared ring; 0: never.
+  // Unset (-1): the calibration file's measured choice (shm.single_copy_bytes, written by
+  // bench/calibrate), else never. Where the kernel refuses cross-memory attach the ring carries
+  // everything whatever this says.
+  int64_t shm_single_copy_bytes = -1;
 };
 
 // Parses the environment once per process; an unparsable value is an error naming the variable.

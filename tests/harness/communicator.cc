@@ -20,6 +20,9 @@ std::string Describe(const CommJob& job) {
   if (c.transports != nullptr) s += std::string(", transports ") + c.transports;
   if (c.algo != nullptr) s += std::string(", algo ") + (*c.algo ? c.algo : "\"\"");
   if (c.chunkBytes != BRAID_CONFIG_UNDEF_INT) s += ", chunk " + std::to_string(c.chunkBytes);
+  if (c.shmSingleCopyBytes != BRAID_CONFIG_UNDEF_INT) {
+    s += ", shm single copy from " + std::to_string(c.shmSingleCopyBytes) + " bytes";
+  }
   return s;
 }
 
