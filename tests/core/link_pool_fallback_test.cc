@@ -12,51 +12,19 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/base/logging.h"
 #include "core/link_pool.h"
+#include "tests/harness/log_capture.h"
 #include "transport/registry.h"
 
 namespace braid {
 namespace {
 
 constexpr int64_t kDeadlineMs = 30000;
-
-// Sends INFO lines to a file of this test's own, read back by Contents().
-class LogCapture {
- public:
-  explicit LogCapture(const std::string& name) {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir != nullptr ? dir : "/tmp") + "/" + name + "." +
-            std::to_string(getpid()) + ".log";
-    std::remove(path_.c_str());
-    setenv("BRAID_DEBUG", "INFO", 1);
-    setenv("BRAID_DEBUG_FILE", path_.c_str(), 1);
-    ReloadLogSettings();
-  }
-  ~LogCapture() {
-    unsetenv("BRAID_DEBUG");
-    unsetenv("BRAID_DEBUG_FILE");
-    ReloadLogSettings();
-  }
-  std::string Contents() const {
-    std::ifstream in(path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
- private:
-  std::string path_;
-};
 
 rendezvous::PeerRecord OneHostRecord() {
   rendezvous::PeerRecord record;
@@ -67,7 +35,7 @@ rendezvous::PeerRecord OneHostRecord() {
 }
 
 TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fallback]") {
-  LogCapture log("link_pool_fallback");
+  testing::LogCapture log("link_pool_fallback", "INFO");
   std::vector<std::vector<std::unique_ptr<transport::Transport>>> transports(2);
   std::vector<rendezvous::PeerRecord> records(2, OneHostRecord());
   for (int r = 0; r < 2; ++r) {
@@ -121,7 +89,7 @@ TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fal
   CHECK(send->Wait(Deadline::AfterMs(kDeadlineMs)).ok());
   CHECK(in == out);
 
-  const std::string text = log.Contents();
+  const std::string text = log.Text();
   for (int r = 0; r < 2; ++r) {
     const std::string line = ":" + std::to_string(r) + " braid INFO no shm link to rank " +
                              std::to_string(1 - r) + " (";
