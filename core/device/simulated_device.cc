@@ -1,0 +1,318 @@
+#include "core/device/simulated_device.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "kernels/cpu/reduce.h"
+
+namespace braid::device {
+namespace {
+
+uint32_t LoadFlag(const uint32_t* flag) { return __atomic_load_n(flag, __ATOMIC_ACQUIRE); }
+void StoreFlag(uint32_t* flag, uint32_t value) { __atomic_store_n(flag, value, __ATOMIC_RELEASE); }
+// cuStreamWaitValue32's CU_STREAM_WAIT_VALUE_GEQ: cyclic, so a wrapping counter keeps working.
+bool Reached(uint32_t current, uint32_t value) { return static_cast<int32_t>(current - value) >= 0; }
+
+// Polls `ready` until it holds or `abandoned` does: spin, then yield, then nap up to 200 us.
+// Polling, not a condition variable, because the writer may be another process.
+template <typename Ready>
+void PollUntil(Ready&& ready, const std::atomic<bool>& abandoned) {
+  for (int i = 0; !ready(); ++i) {
+    if (abandoned.load(std::memory_order_relaxed)) return;
+    if (i < 64) continue;
+    if (i < 128) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(i < 1000 ? 20 : 200));
+    }
+  }
+}
+
+class SimEvent : public Event {
+ public:
+  Result<bool> Query() override {
+    return completed_.load(std::memory_order_acquire) >= recorded_.load(std::memory_order_acquire);
+  }
+  // The number of the Record being enqueued (1, 2, ...).
+  uint64_t NextRecord() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  uint64_t LatestRecord() const { return recorded_.load(std::memory_order_acquire); }
+  void Complete(uint64_t record) {
+    // Records on different streams may complete out of order; only the latest counts.
+    uint64_t seen = completed_.load(std::memory_order_relaxed);
+    while (seen < record && !completed_.compare_exchange_weak(seen, record, std::memory_order_acq_rel)) {
+    }
+  }
+  bool Completed(uint64_t record) const { return completed_.load(std::memory_order_acquire) >= record; }
+
+ private:
+  std::atomic<uint64_t> recorded_{0};
+  std::atomic<uint64_t> completed_{0};
+};
+
+class SimStream : public Stream {
+ public:
+  SimStream() : worker_([this] { Run(); }) {}
+
+  ~SimStream() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait_for(lock, std::chrono::seconds(1), [&] { return done_ == enqueued_; });
+    stopping_ = true;
+    abandoned_.store(true);  // releases a wait nobody will satisfy
+    work_.notify_all();
+    lock.unlock();
+    worker_.join();
+  }
+
+  Status Copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    if (dst == nullptr || src == nullptr) return Status::InvalidArgument("simulated stream copy: null pointer");
+    Enqueue("copy of " + std::to_string(bytes) + " bytes", [=] { std::memcpy(dst, src, bytes); });
+    return Status::Ok();
+  }
+
+  Status Reduce(DataType type, ReduceOp op, void* out, const void* a, const void* b, size_t count) override {
+    if (!IsValidDataType(static_cast<int>(type)) || !IsValidReduceOp(static_cast<int>(op))) {
+      return Status::InvalidArgument("simulated stream reduce: invalid datatype or op");
+    }
+    if (count == 0) return Status::Ok();
+    if (out == nullptr || a == nullptr || b == nullptr) {
+      return Status::InvalidArgument("simulated stream reduce: null pointer");
+    }
+    Enqueue(std::string("reduce ") + ReduceOpName(op) + " of " + std::to_string(count) + " " + DataTypeName(type),
+            [=] { kernels::ReduceInto(type, op, out, a, b, count); });
+    return Status::Ok();
+  }
+
+  Status Divide(DataType type, void* buf, size_t count, int divisor) override {
+    if (!IsValidDataType(static_cast<int>(type)) || divisor < 1) {
+      return Status::InvalidArgument("simulated stream divide: invalid datatype or divisor " + std::to_string(divisor));
+    }
+    if (count == 0) return Status::Ok();
+    if (buf == nullptr) return Status::InvalidArgument("simulated stream divide: null buffer");
+    Enqueue("divide by " + std::to_string(divisor), [=] { kernels::DivideInPlace(type, buf, count, divisor); });
+    return Status::Ok();
+  }
+
+  Status Record(Event& event) override {
+    auto* sim = dynamic_cast<SimEvent*>(&event);
+    if (sim == nullptr) return Status::InvalidArgument("simulated stream: event of another device");
+    const uint64_t record = sim->NextRecord();
+    Enqueue("event record", [sim, record] { sim->Complete(record); });
+    return Status::Ok();
+  }
+
+  Status Wait(Event& event) override {
+    auto* sim = dynamic_cast<SimEvent*>(&event);
+    if (sim == nullptr) return Status::InvalidArgument("simulated stream: event of another device");
+    const uint64_t record = sim->LatestRecord();  // binds to the latest Record enqueued before now
+    if (record == 0) return Status::Ok();
+    Enqueue("wait for event record " + std::to_string(record),
+            [this, sim, record] { PollUntil([&] { return sim->Completed(record); }, abandoned_); });
+    return Status::Ok();
+  }
+
+  Status WriteValue32(uint32_t* flag, uint32_t value) override {
+    if (flag == nullptr) return Status::InvalidArgument("simulated stream write-value: null flag");
+    Enqueue("write flag " + std::to_string(value), [=] { StoreFlag(flag, value); });
+    return Status::Ok();
+  }
+
+  Status WaitValue32(uint32_t* flag, uint32_t value) override {
+    if (flag == nullptr) return Status::InvalidArgument("simulated stream wait-value: null flag");
+    Enqueue("wait for flag >= " + std::to_string(value),
+            [this, flag, value] { PollUntil([&] { return Reached(LoadFlag(flag), value); }, abandoned_); });
+    return Status::Ok();
+  }
+
+  Status Synchronize(Deadline deadline) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (idle_.wait_until(lock, deadline.when(), [&] { return done_ == enqueued_; })) return Status::Ok();
+    return Status::Timeout("simulated stream: " + std::to_string(enqueued_ - done_) + " of " +
+                           std::to_string(enqueued_) + " enqueued items still pending at the deadline; running: " +
+                           running_);
+  }
+
+ private:
+  struct Item {
+    std::string what;
+    std::function<void()> run;
+  };
+
+  void Enqueue(std::string what, std::function<void()> run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Item{std::move(what), std::move(run)});
+    ++enqueued_;
+    work_.notify_one();
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping with nothing left
+      Item item = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = item.what;
+      lock.unlock();
+      if (!abandoned_.load()) item.run();  // abandoned: drop what is left
+      lock.lock();
+      running_ = "nothing";
+      ++done_;
+      idle_.notify_all();
+    }
+  }
+
+  // Lock order: mu_ is a leaf (no other lock is taken under it; work runs without it).
+  std::mutex mu_;
+  std::condition_variable work_;  // the worker waits for items
+  std::condition_variable idle_;  // Synchronize and the destructor wait for done_ == enqueued_
+  std::deque<Item> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t done_ = 0;
+  std::string running_ = "nothing";
+  bool stopping_ = false;
+  std::atomic<bool> abandoned_{false};
+  std::thread worker_;  // last: starts after the members above exist
+};
+
+class PlainMemory : public Memory {
+ public:
+  PlainMemory(void* data, size_t size, std::function<void()> release)
+      : data_(data), size_(size), release_(std::move(release)) {}
+  ~PlainMemory() override {
+    if (release_) release_();
+  }
+  PlainMemory(const PlainMemory&) = delete;
+  PlainMemory& operator=(const PlainMemory&) = delete;
+  void* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  void* data_;
+  size_t size_;
+  std::function<void()> release_;
+};
+
+// "Device" memory: a memfd mapping, so another process can import it.
+class MemfdMemory : public PlainMemory {
+ public:
+  MemfdMemory(void* data, size_t size, int fd)
+      : PlainMemory(data, size, [data, size, fd] {
+          munmap(data, size);
+          close(fd);
+        }),
+        fd_(fd) {}
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+constexpr char kIpcMagic[8] = {'b', 'r', 'a', 'i', 'd', 's', 'i', 'm'};
+struct SimIpcHandle {
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+};
+static_assert(sizeof(SimIpcHandle) <= IpcHandle::kMaxBytes, "the simulated handle fits an IpcHandle");
+
+std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+class SimDevice : public Device {
+ public:
+  std::string Describe() const override { return "simulated device (CPU threads; not a GPU)"; }
+  bool IsSimulation() const override { return true; }
+
+  Result<std::unique_ptr<Stream>> NewStream() override { return std::unique_ptr<Stream>(new SimStream()); }
+  Result<std::unique_ptr<Event>> NewEvent() override { return std::unique_ptr<Event>(new SimEvent()); }
+
+  Result<std::unique_ptr<Memory>> Allocate(size_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("simulated device: allocating 0 bytes");
+    const int fd = memfd_create("braid-simulated-device", MFD_CLOEXEC);
+    if (fd < 0) return Status::SystemError(Errno("simulated device: memfd_create"));
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      const Status failed = Status::SystemError(Errno("simulated device: ftruncate"));
+      close(fd);
+      return failed;
+    }
+    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      const Status failed = Status::SystemError(Errno("simulated device: mmap"));
+      close(fd);
+      return failed;
+    }
+    return std::unique_ptr<Memory>(new MemfdMemory(data, bytes, fd));
+  }
+
+  Result<std::unique_ptr<Memory>> AllocateHost(size_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("simulated device: allocating 0 host bytes");
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, rounded);
+    if (data == nullptr) return Status::SystemError("simulated device: out of host memory");
+    std::memset(data, 0, rounded);
+    return std::unique_ptr<Memory>(new PlainMemory(data, bytes, [data] { std::free(data); }));
+  }
+
+  Result<std::unique_ptr<Memory>> RegisterHost(void* ptr, size_t bytes) override {
+    if (ptr == nullptr || bytes == 0) return Status::InvalidArgument("simulated device: registering null or empty memory");
+    return std::unique_ptr<Memory>(new PlainMemory(ptr, bytes, nullptr));
+  }
+
+  Result<IpcHandle> Export(const Memory& memory) override {
+    const auto* memfd = dynamic_cast<const MemfdMemory*>(&memory);
+    if (memfd == nullptr) return Status::InvalidArgument("simulated device: only memory from Allocate can be exported");
+    SimIpcHandle sim;
+    std::memcpy(sim.magic, kIpcMagic, sizeof(kIpcMagic));
+    sim.pid = static_cast<int32_t>(getpid());
+    sim.fd = memfd->fd();
+    IpcHandle handle;
+    std::memcpy(handle.bytes, &sim, sizeof(sim));
+    handle.size = memory.size();
+    return handle;
+  }
+
+  Result<std::unique_ptr<Memory>> Import(const IpcHandle& handle) override {
+    SimIpcHandle sim;
+    std::memcpy(&sim, handle.bytes, sizeof(sim));
+    if (std::memcmp(sim.magic, kIpcMagic, sizeof(kIpcMagic)) != 0 || handle.size == 0) {
+      return Status::InvalidArgument("simulated device: not a simulated device's IPC handle");
+    }
+    if (sim.pid == static_cast<int32_t>(getpid())) {
+      return Status::InvalidUsage("simulated device: importing memory in the process that exported it (CUDA refuses "
+                                  "this too; threads of one process share the pointer)");
+    }
+    const std::string path = "/proc/" + std::to_string(sim.pid) + "/fd/" + std::to_string(sim.fd);
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Status::RemoteError(Errno(("simulated device: opening the exporter's " + path).c_str()));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < handle.size) {
+      close(fd);
+      return Status::RemoteError("simulated device: " + path + " is smaller than the handle says");
+    }
+    void* data = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (data == MAP_FAILED) return Status::SystemError(Errno("simulated device: mmap of an import"));
+    const size_t size = handle.size;
+    return std::unique_ptr<Memory>(new PlainMemory(data, size, [data, size] { munmap(data, size); }));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> NewSimulatedDevice() { return std::make_unique<SimDevice>(); }
+
+}  // namespace braid::device
