@@ -323,6 +323,23 @@ int64_t NowMs() {
       .count();
 }
 
+// Node 0 hosts the store, so it leaves the exit barrier last: every other node says it has seen
+// "done", and node 0 waits (a few seconds at most) until all have. Otherwise node 0 could close
+// the store while another node's wait for "done" was still unanswered, and that node would report
+// a lost store although the job ended well (seen with 4 nodes). Errors after "done" mean nothing.
+constexpr int kLeaveWaitMs = 5000;
+void LeaveExitBarrier(const Options& o, TcpStoreClient& client) {
+  const Deadline deadline = Deadline::AfterMs(kLeaveWaitMs);
+  if (o.node_rank != 0) {
+    Result<int64_t> left = client.Add("braidrun/exit/left", 1, deadline);
+    if (left.ok() && left.value() == o.nnodes - 1) {
+      (void)client.Set("braidrun/exit/all_left", "1", deadline);
+    }
+    return;
+  }
+  (void)client.Wait({"braidrun/exit/all_left"}, deadline);
+}
+
 // Multi-node jobs: node 0 must keep its store up until the ranks of every node are done, so each
 // node's braidrun, once its own ranks have exited, checks in and waits for all nodes (torchrun's
 // "exit barrier"). Waits in slices so that SIGINT/SIGTERM still end it.
@@ -339,7 +356,10 @@ void ExitBarrier(const Options& o, int port, const std::string& secret, int sfd)
   }
   while (!deadline.Expired()) {
     Status s = (*client)->Wait({"braidrun/exit/done"}, deadline.Min(500));
-    if (s.ok()) return;
+    if (s.ok()) {
+      LeaveExitBarrier(o, **client);
+      return;
+    }
     if (s.code() != Code::kTimeout) {
       Say("exit barrier: " + s.ToString());
       return;

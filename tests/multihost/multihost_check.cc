@@ -21,8 +21,10 @@ using braid::testing::Coll;
 constexpr Coll kCollectives[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::kReduce,
                                  Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll,
                                  Coll::kGather,    Coll::kScatter};
-// Counts that leave segments empty (1 with 8 ranks), uneven (37, 4099) and a size past one
-// pipelined chunk (300000 floats, 1.2 MB) so the ring's chunking crosses the hosts too.
+// Counts that leave segments empty (1 with 8 ranks), uneven (37, 4099), and 300000 floats
+// (1.2 MB), past one 512 KiB pipelined chunk wherever a whole buffer or a per-rank block travels
+// as one message (chain broadcast and reduce, ring all-gather's blocks), so chunking crosses
+// the hosts too.
 constexpr size_t kCounts[] = {1, 37, 4099, 300000};
 // "" = the cost model's choice; the others force one flat family wherever a collective has it.
 const char* const kAlgorithms[] = {"", "ring", "tree", "rd", "rhd", "direct", "binomial"};

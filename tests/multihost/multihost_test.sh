@@ -50,6 +50,10 @@ run_job() {
   done
   cat "$dir"/node*.out
   echo "($name took $((SECONDS - started)) s)"
+  # A job that ended well ends quietly: no braidrun may report its exit barrier (a lost store).
+  if grep -q "braidrun: exit barrier" "$dir"/node*.out; then
+    fail "$name: a braidrun reported its exit barrier: $(grep -h "braidrun: exit barrier" "$dir"/node*.out | head -1)"
+  fi
   local n=$((hosts * per_host)) r
   local passed
   passed=$(cat "$dir"/node*.out | grep -c "multihost_check: rank [0-9]* of $n: [0-9]* calls checked, 0 wrong$")
