@@ -64,7 +64,7 @@ std::string GoneListener(const std::string& address, int tries) {
     std::string detail;
     if (ProbeAbstract(address, &detail) == Listening::kNobody) {
       return "nobody listens at @" + address + " any more (" + detail +
-             "; its process exited or was killed)";
+             "; its process exited or was killed, or its communicator was aborted)";
     }
   }
   return "";
@@ -128,6 +128,8 @@ struct ShmTransport::State {
   const ShmOptions options;
   const int rank;
   std::string address;  // abstract socket name
+  // The control thread's after Create; it closes it once the transport is aborted (-1 from then
+  // on: StopListening).
   int listen_fd = -1;
   int wake_fd = -1;   // eventfd: the control thread re-reads its watch list
   int abort_fd = -1;  // eventfd written once by Abort and never drained: readable = aborted
@@ -166,19 +168,33 @@ struct ShmTransport::State {
 
   // ---- control thread ----
 
+  // Why an aborted transport stops listening: a peer waiting for this rank to dial it (the lower
+  // rank dials) only probes that this listener is there, and an aborted transport never dials;
+  // with the socket closed its name is free, the probe finds nobody, and that peer reports "rank
+  // R is gone" within a second and reads why from the root-cause record, instead of waiting for
+  // its timeout. Dialers get a refused connection instead of a refused handshake; both fail their
+  // Connect. Closed on the thread that polls it, so no poll ever sees a reused descriptor.
+  void StopListening() {
+    ::close(listen_fd);
+    listen_fd = -1;  // poll() skips a negative descriptor
+  }
+
   void ControlLoop() {
     std::vector<pollfd> fds;
     std::vector<std::shared_ptr<ShmChannel>> links;
     for (;;) {
+      bool stop_listening = false;
       {
         std::lock_guard<std::mutex> lock(mutex);
         if (stopping) break;
+        stop_listening = !aborted.ok() && listen_fd >= 0;
         watched.erase(
             std::remove_if(watched.begin(), watched.end(),
                            [](const std::shared_ptr<ShmChannel>& c) { return c->finished(); }),
             watched.end());
         links = watched;
       }
+      if (stop_listening) StopListening();
       fds.clear();
       fds.push_back({wake_fd, POLLIN, 0});
       fds.push_back({listen_fd, POLLIN, 0});
@@ -557,7 +573,8 @@ struct ShmTransport::State {
         return PeerGone(rank, peer,
                         "nobody has listened at @" + peer_address + " for " +
                             std::to_string(kGoneAfterRefusedMs) +
-                            " ms (its process exited or was killed)");
+                            " ms (its process exited or was killed, or its communicator was "
+                            "aborted)");
       }
       if (deadline.Expired()) {
         return Status::Timeout("rank " + std::to_string(rank) + ": could not connect to rank " +
@@ -728,7 +745,7 @@ ShmTransport::~ShmTransport() {
     state_->stash.clear();
     state_->watched.clear();
   }
-  ::close(state_->listen_fd);
+  if (state_->listen_fd >= 0) ::close(state_->listen_fd);
   ::close(state_->wake_fd);
   ::close(state_->abort_fd);
 }
