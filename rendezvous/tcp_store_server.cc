@@ -1,5 +1,7 @@
 #include "rendezvous/tcp_store_server.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <asio.hpp>
 #include <atomic>
@@ -30,6 +32,23 @@ std::string EndpointText(const tcp::endpoint& ep) {
   return addr + ":" + std::to_string(ep.port());
 }
 
+// The soft limit on open descriptors, raised to the hard limit. Why: the server holds one socket
+// per client connection and a job of n ranks opens about 2n (each rank's calls and its hang
+// diagnosis), so a 1024-rank job needs over 2048 descriptors in the process that hosts the
+// store, while the usual soft limit is 1024 (the hard limit is commonly far higher). Descriptors
+// past 1024 are only opened when that many connections come, so select() users elsewhere in the
+// process see no change until the job would otherwise have failed.
+void RaiseDescriptorLimit(int rank_for_logs) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  rlimit raised = limit;
+  raised.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+    BRAID_LOG(kInfo, rank_for_logs) << "store server: open descriptor limit raised from "
+                                    << limit.rlim_cur << " to " << raised.rlim_cur;
+  }
+}
+
 p::Response Ok() { return p::Response{}; }
 p::Response Error(Code code, std::string message) {
   p::Response r;
@@ -49,6 +68,11 @@ struct Waiter {
   std::shared_ptr<Session> session;
   p::Request request;
   std::unique_ptr<asio::steady_timer> timer;
+  // How many distinct keys of the request were absent when it was last looked at and have not
+  // been stored since (it is in key_waiters under each). A Store of one counts it down; only at
+  // zero are all its keys looked at again. Why: looking at every key of every waiter on each
+  // Store cost n^3 lookups when n ranks each wait for n keys (1024 ranks: 10^9).
+  size_t missing = 0;
 };
 
 struct BarrierState {
@@ -96,6 +120,9 @@ class ServerCore {
  private:
   bool AllPresent(const std::vector<std::string>& keys) const;
   std::vector<std::string> Missing(const std::vector<std::string>& keys) const;
+  // Registers `w` in key_waiters under each distinct key of its request that is absent now and
+  // sets its count; returns that count (0: every key is there).
+  size_t Register(Waiter* w);
   p::Response Fetch(const p::Request& request) const;  // answer of a ready GET/WAIT/MULTI_GET
   void Park(const std::shared_ptr<Session>& session, p::Request request);
   void ArmTimer(Waiter* w);
@@ -424,7 +451,16 @@ void ServerCore::Accept(tcp::acceptor* acceptor) {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;
       // Out of descriptors (EMFILE) and the like: back off instead of spinning.
-      BRAID_LOG(kWarn, options.rank_for_logs) << Tag() << "accept failed: " << ec.message();
+      std::string hint;
+      if (ec == asio::error::no_descriptors) {
+        rlimit limit{};
+        if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+          hint = " (this process may open " + std::to_string(limit.rlim_cur) +
+                 " descriptors and has " + std::to_string(sessions.size()) +
+                 " store connections; raise the hard limit, ulimit -Hn, to serve more ranks)";
+        }
+      }
+      BRAID_LOG(kWarn, options.rank_for_logs) << Tag() << "accept failed: " << ec.message() << hint;
       accept_retry = std::make_unique<asio::steady_timer>(io, std::chrono::milliseconds(100));
       accept_retry->async_wait([this, acceptor](const asio::error_code& wait_ec) {
         if (!wait_ec && !shutting_down) Accept(acceptor);
@@ -492,13 +528,31 @@ void ServerCore::Store(const std::string& key, std::string value) {
   Notify(key);
 }
 
+size_t ServerCore::Register(Waiter* w) {
+  w->missing = 0;
+  const std::vector<std::string>& keys = w->request.keys;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (data.find(keys[i]) != data.end()) continue;
+    // A key listed twice counts once: its Store notifies once.
+    if (key_waiters[keys[i]].insert(w->id).second) ++w->missing;
+  }
+  return w->missing;
+}
+
 void ServerCore::Notify(const std::string& key) {
   auto it = key_waiters.find(key);
   if (it == key_waiters.end()) return;
-  std::vector<uint64_t> ids(it->second.begin(), it->second.end());
+  // The key exists now, so nobody waits for it any more: each of these waiters is one key closer.
+  std::unordered_set<uint64_t> ids = std::move(it->second);
+  key_waiters.erase(it);
   for (uint64_t id : ids) {
     auto w = waiters.find(id);
-    if (w == waiters.end() || !AllPresent(w->second->request.keys)) continue;
+    if (w == waiters.end()) continue;
+    Waiter* waiter = w->second.get();
+    if (waiter->missing > 0 && --waiter->missing > 0) continue;
+    // A key counted as present may have been deleted since: look again, and wait for what is
+    // absent now (DELETE_KEY neither wakes nor cancels waiters).
+    if (Register(waiter) > 0) continue;
     try {
       Answer(id, Fetch(w->second->request));
     } catch (const std::exception& e) {  // copying values failed: fail that waiter, not the setter
@@ -577,7 +631,7 @@ void ServerCore::Park(const std::shared_ptr<Session>& session, p::Request reques
   w->id = next_waiter_id++;
   w->session = session;
   w->request = std::move(request);
-  for (const std::string& key : w->request.keys) key_waiters[key].insert(w->id);
+  Register(w.get());
   session->SetParked(w->id);
   ArmTimer(w.get());
   waiters.emplace(w->id, std::move(w));
@@ -776,6 +830,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
                                    std::to_string(options.handshake_timeout_ms) +
                                    " must be positive");
   }
+  RaiseDescriptorLimit(options.rank_for_logs);
   auto core = std::make_unique<ServerCore>(std::move(options));
   const uint16_t want = static_cast<uint16_t>(port);
   const std::string what =

@@ -1,0 +1,50 @@
+// The peer table: how the ranks of a communicator learn about each other through the store
+// without every rank reading every other rank's record.
+//
+// Why not every record to every rank: at n ranks that is n^2 records through the store's one
+// thread (1024 ranks: a million records, ~150 MB of replies), while a rank links only the peers
+// its algorithms use (its two ring neighbours at init, others on first use). So each rank
+// publishes its full record (PeerRecord: identity and addresses) under peer/<rank>, learns every
+// rank's identity (host, boot id, CPUs, the names of the transports it offers: what the topology
+// and the cost model need) from one table, and reads a peer's addresses only when it first links
+// to that peer (FetchPeer). Ranks of one host share an identity, so the table costs a few bytes
+// per rank.
+//
+// Keys, under the communicator's store view: "nranks" (the agreed size), "claim/<rank>",
+// "peer/<rank>" (full records), "peers_joined" (counter), "peer_table".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/base/deadline.h"
+#include "core/base/status.h"
+#include "rendezvous/peer_exchange.h"
+#include "rendezvous/store.h"
+
+namespace braid::rendezvous {
+
+// `record` as the peer table carries it: every field, the addresses' transport names, no address.
+PeerRecord IdentityOf(const PeerRecord& record);
+
+// The table's wire form: each distinct identity once, then one identity index per rank. Decode
+// refuses anything malformed or of another size (kRemoteError naming what), since the text comes
+// from the store.
+std::string EncodePeerTable(const std::vector<PeerRecord>& identities);
+Result<std::vector<PeerRecord>> DecodePeerTable(const std::string& text, int size);
+
+// Checks that every rank agrees on `size` and that no two callers claim the same `rank`,
+// publishes `self` under peer/<rank>, and waits (until `deadline`) for all ranks; returns the peer
+// table: every rank's IdentityOf(record), indexed by rank (addresses named, not filled in).
+// Returning is the communicator's barrier: the table exists only once every rank has published.
+// The rank whose arrival completes the count builds it (one read of all records, all present by
+// then); every other rank parks one Get on it, so the store answers O(n) requests and never
+// parks a request on n keys. On timeout the error lists, by number, the ranks that never arrived.
+Result<std::vector<PeerRecord>> ExchangePeerTable(Store& store, int rank, int size,
+                                                  const PeerRecord& self, Deadline deadline);
+
+// `peer`'s full record (addresses included) as it published it. Present once ExchangePeerTable
+// has returned on any rank, so it never waits for the peer.
+Result<PeerRecord> FetchPeer(Store& store, int peer, Deadline deadline);
+
+}  // namespace braid::rendezvous
