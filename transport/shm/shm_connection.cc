@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -348,7 +350,13 @@ Status ShmChannel::CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes
       if (error.empty()) Land(op, done, bounce.data(), piece);
     }
   }
-  if (!error.empty()) return Status::RemoteError(LostMessage(error));
+  if (!error.empty()) {
+    // The address and length are the peer's word: name them, since a bad pair is its fault.
+    char where[64];
+    std::snprintf(where, sizeof(where), "%#" PRIx64 ", %" PRIu64 " bytes", address, bytes);
+    return Status::RemoteError(LostMessage("the buffer it sent by reference (" + std::string(where) +
+                                           ") cannot be read: " + error));
+  }
   // The sender may have given up (or died, and its pid been reused) while we copied: then the
   // bytes are not to be trusted.
   std::atomic_thread_fence(std::memory_order_seq_cst);
