@@ -23,7 +23,10 @@
 //   model's price equal the measured time, the message cost staying the built-in one. Only where
 //   this process may use 2 CPUs or more (else both ranks share one, which is not this key).
 // - bandwidth_gbps: the per-direction rate of 16 MiB messages when both ranks send to each other
-//   at once, as every rank does in every collective.
+//   at once, as every rank does in every collective (through the shared ring on shm).
+// - shm.single_copy_bytes and shm.single_copy_gbps: the same exchange size by size (64 KiB to
+//   16 MiB) through the ring and by single copy (process_vm_readv), and the size from which
+//   single copy wins (bench/single_copy_measure.h; algorithms/single_copy_choice.h reads it).
 // and once (both transports reduce with the same CPU loops): reduce_gbps, kernels::ReduceInto on
 // float32 sum over a chunk-sized (512 KiB, cache-resident, as the pipelined algorithms reduce)
 // buffer, and memory_reduce_gbps over 64 MiB. Printed for reference only: the one-way latency of
@@ -53,6 +56,7 @@
 #include "algorithms/calibration.h"
 #include "algorithms/registry.h"
 #include "algorithms/selector.h"
+#include "bench/single_copy_measure.h"
 #include "bindings/c/braid.h"
 #include "core/base/datatype.h"
 #include "kernels/cpu/reduce.h"
@@ -88,6 +92,7 @@ bool MeasureLinks(int rank, const braidUniqueId& id, const char* transports, Num
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
   config.transports = transports;
   config.algo = "allreduce:rd";  // the step measurement: one exchange, whatever the model says
+  config.shmSingleCopyBytes = 0;  // the ring's rate, whatever the file in use chose
   braidComm_t comm = nullptr;
   if (!Check(braidCommInitRankConfig(&comm, 2, id, rank, &config), nullptr, "braidCommInitRank")) {
     return false;
@@ -422,6 +427,29 @@ int main(int argc, char** argv) {
           Significant(LatencyFromStep(link, numbers->step_latency_us));
     }
   }
+  bool single_copy_ran = false;
+  const braid::bench::SingleCopyMeasurement single_copy =
+      braid::bench::MeasureSingleCopy(&single_copy_ran);
+  if (!single_copy_ran) return 1;
+  if (!single_copy.refused.empty()) {
+    std::printf("shm single copy: refused here (%s): the ring at every size\n",
+                single_copy.refused.c_str());
+  } else {
+    std::printf("%-10s %12s %12s %12s   (2 processes exchanging, GB/s per direction, best "
+                "rounds; speedup: median of paired rounds)\n",
+                "message", "ring_GBs", "single_GBs", "speedup");
+    for (const braid::bench::SingleCopyPoint& point : single_copy.points) {
+      std::printf("%-10zu %12.2f %12.2f %12.2f\n", point.bytes, point.ring_gbps, point.single_gbps,
+                  point.paired_speedup);
+    }
+    std::printf("shm single copy: %s\n",
+                single_copy.min_bytes == 0
+                    ? "the ring at every size (single copy never 5% faster in the median pair)"
+                    : ("from " + std::to_string(single_copy.min_bytes) + " bytes").c_str());
+  }
+  measured["shm"]["single_copy_bytes"] = static_cast<double>(single_copy.min_bytes);
+  measured["shm"]["single_copy_gbps"] = Significant(single_copy.single_gbps_16m);
+
   const double reduce_chunk = MeasureReduce(512 * 1024);
   const double reduce_large = MeasureReduce(size_t{64} << 20);
   std::printf("reduce_gbps %.2f (float32 sum, 512 KiB), memory_reduce_gbps %.2f (64 MiB)\n",

@@ -5,7 +5,7 @@
                                    [--braid-bin DIR] [--no-build] [--no-install]
                                    [--systems braid,braid-tcp,gloo,mpi-shm,mpi-tcp]
                                    [--colls all_reduce,broadcast,all_gather,reduce_scatter]
-                                   [--judge best|median] [--strict]
+                                   [--judge best|median] [--strict] [--no-calibrate]
 
 Builds braid's *_perf programs and braidrun (Bazel, own output base), the peers
 (bench/peers/build.sh: gloo_perf, mpi_perf), then runs every system back to back, interleaved,
@@ -25,6 +25,13 @@ the time column with nccl-tests' formulas for every system (a program whose prin
 disagrees is named). Writes, under --out: ratios.md (what stdout shows), raw.csv (every row
 of every run), summary.json (best/median per row, targets, unavailable programs), busbw.png,
 and logs/ (each run's output). A program that fails is reported "unavailable", never fatal.
+
+braid runs under a calibration measured on this host (bench/calibrate: the cost model's numbers
+and whether large shared-memory messages take one copy or two, docs/ALGORITHMS.md): the user's
+own file when there is one (BRAID_CALIBRATION, else ~/.cache/braid/calibration), else one that
+`calibrate --write` measures into the output folder first (never into the user's cache), so a
+fresh machine is compared with the choices made for it. --no-calibrate: neither, the built-in
+model. ratios.md names the file and the single-copy choice.
 See docs/PEERS.md.
 """
 import argparse
@@ -150,7 +157,8 @@ def build_braid(output_base):
     if not bazel:
         log("compare: no bazel on PATH: braid unavailable (or pass --braid-bin)")
         return None
-    targets = ["//rendezvous:braidrun"] + ["//bench:" + p for p in braid_programs()]
+    targets = (["//rendezvous:braidrun", "//bench:calibrate"]
+               + ["//bench:" + p for p in braid_programs()])
     base = [bazel, "--output_base=" + output_base]
     log("compare: bazel build %s" % " ".join(targets))
     r = subprocess.run(base + ["build", "--keep_going"] + targets, cwd=ROOT,
@@ -181,6 +189,41 @@ def braid_paths(bin_dir):
         if p:
             progs[c] = p
     return run, progs
+
+
+def user_calibration():
+    """The calibration file braid would read here (algorithms/calibration.h's rule), or None."""
+    named = os.environ.get("BRAID_CALIBRATION", "")
+    if named:
+        return None if named == "none" else named
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    if cache.startswith("/"):
+        return os.path.join(cache, "braid", "calibration")
+    home = os.environ.get("HOME", "")
+    return os.path.join(home, ".cache", "braid", "calibration") if home else None
+
+
+def calibrate(bin_dir, out):
+    """(path or None, note): the calibration braid runs under (see the module's docstring)."""
+    mine = user_calibration()
+    if mine and os.path.isfile(mine):
+        return mine, "this user's calibration file %s" % mine
+    program = next((p for p in (os.path.join(bin_dir or "", "bench", "calibrate"),
+                                os.path.join(bin_dir or "", "calibrate"))
+                    if bin_dir and os.access(p, os.X_OK)), None)
+    if not program:
+        return None, "built-in model (no calibration file, bench/calibrate not built)"
+    path = os.path.join(out, "calibration")
+    log("compare: measuring this host: %s --write %s" % (program, path))
+    r = subprocess.run([program, "--write", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    with open(os.path.join(out, "logs", "calibrate.txt"), "w") as f:
+        f.write(r.stdout)
+    if r.returncode != 0 or not os.path.isfile(path):
+        return None, "built-in model (bench/calibrate failed: logs/calibrate.txt)"
+    single = [l for l in r.stdout.splitlines() if l.startswith("shm single copy:")]
+    return path, "measured now by bench/calibrate into %s%s" % (
+        path, ("; " + single[0]) if single else "")
 
 
 # ---- running -------------------------------------------------------------------------------
@@ -303,11 +346,12 @@ def flags(b, e, f, n, w):
     return ["-b", str(b), "-e", str(e), "-f", str(f), "-n", str(n), "-w", str(w), "-c", "1"]
 
 
-def variants(systems, a, braid_run, braid_progs, peer_bins):
+def variants(systems, a, braid_run, braid_progs, peer_bins, calibration=None):
     """[(label, system, runner(coll, n, flags) -> (cmds, envs) or reason string)]"""
     out = []
     base_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("BRAID_TRANSPORTS", "OMPI_", "GLOO_", "RANK", "WORLD_SIZE"))}
+    braid_env = dict(base_env, BRAID_CALIBRATION=calibration or "none")
 
     def braid(tcp):
         def runner(coll, n, fl):
@@ -315,7 +359,7 @@ def variants(systems, a, braid_run, braid_progs, peer_bins):
                 return "braidrun not built"
             if coll not in braid_progs:
                 return "bench/%s_perf not built" % coll
-            env = dict(base_env)
+            env = dict(braid_env)
             if tcp:
                 env["BRAID_TRANSPORTS"] = "tcp"
             return [[braid_run, "-n", str(n), "--no-prefix", braid_progs[coll]] + fl], [env]
@@ -604,6 +648,8 @@ def main():
     ap.add_argument("--judge", choices=["best", "median"], default="best",
                     help="which statistic the PASS/FAIL lines use (default best of R)")
     ap.add_argument("--strict", action="store_true", help="exit 1 if any target FAILs")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="run braid on its built-in model instead of a calibration of this host")
     a = ap.parse_args()
     a.iters = a.iters or (10 if a.quick else 20)
     a.mid_iters = a.mid_iters or (50 if a.quick else 100)
@@ -645,7 +691,12 @@ def main():
     braid_run, braid_progs = braid_paths(bin_dir)
     log("compare: braidrun=%s programs=%s" % (braid_run, ",".join(sorted(braid_progs)) or "none"))
 
-    vs = variants(systems, a, braid_run, braid_progs, peer_bins)
+    if a.no_calibrate:
+        calibration, calibration_note = None, "built-in model (--no-calibrate)"
+    else:
+        calibration, calibration_note = calibrate(bin_dir, out)
+    log("compare: braid's calibration: %s" % calibration_note)
+    vs = variants(systems, a, braid_run, braid_progs, peer_bins, calibration)
     systems_of_label = {label: system for label, system, _ in vs}
     raw, unavailable, mismatches = [], {}, {}
     load_start = loadavg()
@@ -714,6 +765,8 @@ def main():
               "(ratios on a busy machine are noisy)." % (
                   "python3 bench/peers/compare.py " + " ".join(sys.argv[1:]), a.repeat, load_start,
                   load_end),
+              "",
+              "braid's calibration: %s." % calibration_note,
               ""]
     body = markdown(stats, ranks, colls, systems, sizes_of)
     tgt = targets(stats, ranks, sizes_of, "best" if a.judge == "best" else "med", systems, colls)
@@ -758,6 +811,7 @@ def main():
     summary = {
         "when": stamp, "host": host, "cpus": os.cpu_count(), "argv": sys.argv[1:],
         "load_start": load_start, "load_end": load_end, "repeat": a.repeat, "judge": a.judge,
+        "calibration": calibration_note,
         "rows": [dict(system=s, ranks=n, coll=c, size=z, **st) for (s, n, c, z), st in sorted(stats.items())],
         "targets": [{"verdict": v, "target": t, "detail": d} for v, t, d in tgt],
         "unavailable": [{"label": l, "ranks": n, "coll": c, "from": b, "reason": r}

@@ -1,8 +1,10 @@
 """Tests of bench/peers/compare.py's pure parts: reading nccl-tests tables (both halves), the
-launch order of the repeats, nccl-tests' bus bandwidth, and the targets' verdicts on scripted
-rows (no program runs)."""
+launch order of the repeats, nccl-tests' bus bandwidth, the targets' verdicts on scripted
+rows, and which calibration braid runs under (no braid or peer program runs)."""
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -132,6 +134,61 @@ class TargetsTest(unittest.TestCase):
         verdict, detail = verdicts(raw, [2])["T3 2"]
         self.assertEqual(verdict, "FAIL")
         self.assertIn("WRONG", detail)
+
+
+class CalibrationTest(unittest.TestCase):
+    """Which calibration braid runs under: the user's file (braid's own lookup rule), else one
+    measured into the output folder; never the user's cache written behind their back."""
+
+    def setUp(self):
+        self.saved = {k: os.environ.get(k) for k in ("BRAID_CALIBRATION", "XDG_CACHE_HOME", "HOME")}
+        self.dir = tempfile.mkdtemp()
+        os.makedirs(os.path.join(self.dir, "logs"))
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_lookup_follows_braid(self):
+        os.environ["BRAID_CALIBRATION"] = "/x/cal"
+        self.assertEqual(compare.user_calibration(), "/x/cal")
+        os.environ["BRAID_CALIBRATION"] = "none"
+        self.assertIsNone(compare.user_calibration())
+        del os.environ["BRAID_CALIBRATION"]
+        os.environ["XDG_CACHE_HOME"] = "/cache"
+        self.assertEqual(compare.user_calibration(), "/cache/braid/calibration")
+        os.environ["XDG_CACHE_HOME"] = "relative"  # braid ignores a relative one too
+        os.environ["HOME"] = "/home/u"
+        self.assertEqual(compare.user_calibration(), "/home/u/.cache/braid/calibration")
+
+    def test_an_existing_file_is_used_as_it_is(self):
+        path = os.path.join(self.dir, "mine.cal")
+        open(path, "w").close()
+        os.environ["BRAID_CALIBRATION"] = path
+        used, note = compare.calibrate(None, self.dir)
+        self.assertEqual(used, path)
+        self.assertIn(path, note)
+
+    def test_measured_into_the_output_folder_when_there_is_none(self):
+        os.environ["BRAID_CALIBRATION"] = os.path.join(self.dir, "absent.cal")
+        fake = os.path.join(self.dir, "calibrate")  # a flat --braid-bin folder's calibrate
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'shm single copy: from 262144 bytes'\necho version = 1 > \"$2\"\n")
+        os.chmod(fake, 0o755)
+        used, note = compare.calibrate(self.dir, self.dir)
+        self.assertEqual(used, os.path.join(self.dir, "calibration"))
+        self.assertIn("shm single copy: from 262144 bytes", note)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "absent.cal")))
+
+    def test_nothing_to_measure_with_is_the_built_in_model(self):
+        os.environ["BRAID_CALIBRATION"] = os.path.join(self.dir, "absent.cal")
+        used, note = compare.calibrate(None, self.dir)
+        self.assertIsNone(used)
+        self.assertIn("built-in", note)
 
 
 if __name__ == "__main__":
