@@ -95,7 +95,14 @@ std::string EncodePeerTable(const std::vector<PeerRecord>& identities) {
   return out + indices;
 }
 
-Result<std::vector<PeerRecord>> DecodePeerTable(const std::string& text, int size) {
+std::vector<PeerRecord> PeerTable::Expand() const {
+  std::vector<PeerRecord> records;
+  records.reserve(index_.size());
+  for (uint32_t index : index_) records.push_back(identities_[index]);
+  return records;
+}
+
+Result<PeerTable> DecodePeerTable(const std::string& text, int size) {
   auto bad = [](const std::string& why) {
     return Status::RemoteError("malformed peer table: " + why);
   };
@@ -108,7 +115,7 @@ Result<std::vector<PeerRecord>> DecodePeerTable(const std::string& text, int siz
   if (!ReadNumber(text, &at, '\n', std::max(size, 1), &count) || (count == 0) != (size == 0)) {
     return bad("bad identity count");
   }
-  std::vector<PeerRecord> distinct;
+  PeerTable table;
   for (long i = 0; i < count; ++i) {
     long bytes = 0;
     if (!ReadNumber(text, &at, '\n', 1 << 20, &bytes) ||
@@ -119,24 +126,23 @@ Result<std::vector<PeerRecord>> DecodePeerTable(const std::string& text, int siz
     if (!record.ok()) {
       return record.status().WithContext("peer table identity " + std::to_string(i));
     }
-    distinct.push_back(std::move(record).value());
+    table.identities_.push_back(std::move(record).value());
     at += static_cast<size_t>(bytes);
   }
-  std::vector<PeerRecord> table;
-  table.reserve(static_cast<size_t>(size));
+  table.index_.reserve(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     long index = 0;
     if (!ReadNumber(text, &at, r + 1 == size ? '\n' : ' ', count - 1, &index)) {
       return bad("rank " + std::to_string(r) + "'s identity index is missing or out of range");
     }
-    table.push_back(distinct[static_cast<size_t>(index)]);
+    table.index_.push_back(static_cast<uint32_t>(index));
   }
   if (at != text.size()) return bad("trailing bytes after " + std::to_string(size) + " ranks");
   return table;
 }
 
-Result<std::vector<PeerRecord>> ExchangePeerTable(Store& store, int rank, int size,
-                                                  const PeerRecord& self, Deadline deadline) {
+Result<PeerTable> ExchangePeerTable(Store& store, int rank, int size, const PeerRecord& self,
+                                    Deadline deadline) {
   const std::string who = "rank " + std::to_string(rank);
   std::string agreed;
   BRAID_ASSIGN_OR_RETURN(agreed, store.CompareSet("nranks", "", std::to_string(size), deadline));
@@ -170,17 +176,19 @@ Result<std::vector<PeerRecord>> ExchangePeerTable(Store& store, int rank, int si
       BRAID_ASSIGN_OR_RETURN(record, PeerRecord::Parse(values[static_cast<size_t>(r)]));
       identities.push_back(IdentityOf(record));
     }
-    BRAID_RETURN_IF_ERROR(store.Set(kTableKey, EncodePeerTable(identities), deadline));
-    return identities;
+    const std::string text = EncodePeerTable(identities);
+    BRAID_RETURN_IF_ERROR(store.Set(kTableKey, text, deadline));
+    // Decoded like everyone else's, so every rank holds the same table.
+    return DecodePeerTable(text, size);
   }
-  Result<std::string> table = store.Get(kTableKey, deadline);
-  if (table.status().code() == Code::kTimeout) {
+  Result<std::string> text = store.Get(kTableKey, deadline);
+  if (text.status().code() == Code::kTimeout) {
     return Status::Timeout(who + ": " + Absentees(store, size));
   }
-  BRAID_RETURN_IF_ERROR(table.status());
-  Result<std::vector<PeerRecord>> decoded = DecodePeerTable(table.value(), size);
-  if (!decoded.ok()) return decoded.status().WithContext(who + ": reading the peer table");
-  return decoded;
+  BRAID_RETURN_IF_ERROR(text.status());
+  Result<PeerTable> table = DecodePeerTable(text.value(), size);
+  if (!table.ok()) return table.status().WithContext(who + ": reading the peer table");
+  return table;
 }
 
 Result<PeerRecord> FetchPeer(Store& store, int peer, Deadline deadline) {

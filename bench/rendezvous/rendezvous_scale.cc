@@ -19,7 +19,8 @@
 //
 // Printed per size: connect (start of the threads to the last rank connected), exchange (all
 // ranks released at once to the last rank through the barrier; the bootstrap the comparison is
-// about), the process's resident memory growth with every connection still open (the server's
+// about), the CPU time the process (server and every rank) spent on it, the process's resident
+// memory growth with every connection still open (the server's
 // state and n clients; what each rank read is checked, untimed, and dropped by then), and the
 // server's key count. The machine's load average is printed with the results.
 #include <sys/resource.h>
@@ -80,6 +81,14 @@ long ResidentKiB() {
   return 0;
 }
 
+// CPU time this process has used, user and system, in ms.
+double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+}
+
 std::string LoadAverage() {
   std::ifstream in("/proc/loadavg");
   std::string one, five, fifteen;
@@ -127,18 +136,18 @@ std::string CheckRecord(int rank, int of, const PeerRecord& got, bool with_addre
 
 // What a rank read: the peer table and its neighbours' records, or every record.
 struct Read {
-  std::vector<PeerRecord> table;
+  braid::rendezvous::PeerTable table;
   std::vector<std::pair<int, PeerRecord>> full;
 };
 
 // "" or what was wrong with what `rank` read (checked after the clock stops: comparing a
 // thousand records per rank is the bench's work, not the exchange's).
 std::string Check(int rank, int size, const Read& read) {
-  if (!read.table.empty() && static_cast<int>(read.table.size()) != size) {
+  if (read.table.size() > 0 && read.table.size() != size) {
     return "rank " + std::to_string(rank) + " read a peer table of the wrong size";
   }
-  for (int r = 0; r < static_cast<int>(read.table.size()); ++r) {
-    std::string wrong = CheckRecord(rank, r, read.table[static_cast<size_t>(r)], false);
+  for (int r = 0; r < read.table.size(); ++r) {
+    std::string wrong = CheckRecord(rank, r, read.table[r], false);
     if (!wrong.empty()) return wrong;
   }
   for (const auto& [peer, record] : read.full) {
@@ -189,6 +198,7 @@ std::string ExchangeTable(braid::rendezvous::Store& store, int rank, int size, D
 struct Outcome {
   double connect_ms = 0;
   double exchange_ms = 0;
+  double cpu_ms = 0;  // the process's CPU time (server and ranks) from release to the last rank
   double rss_mib = 0;
   int64_t keys = 0;
   std::string error;
@@ -248,8 +258,10 @@ Outcome RunOnce(int size, bool table) {
   }
   connected.AwaitArrivals(size);
   const auto all_connected = Clock::now();
+  const double cpu_before = ProcessCpuMs();
   go.Open();
   through.AwaitArrivals(size);
+  outcome.cpu_ms = ProcessCpuMs() - cpu_before;
   const auto all_done = *std::max_element(done.begin(), done.end());
   check.Open();
   checked.AwaitArrivals(size);
@@ -317,8 +329,8 @@ int main(int argc, char** argv) {
   }
   std::printf("# braid store, ranks as threads, exchange=%s, load average before: %s\n",
               exchange.c_str(), LoadAverage().c_str());
-  std::printf("%6s %4s %11s %12s %9s %6s\n", "ranks", "run", "connect_ms", "exchange_ms", "rss_MiB",
-              "keys");
+  std::printf("%6s %4s %11s %12s %8s %9s %6s\n", "ranks", "run", "connect_ms", "exchange_ms",
+              "cpu_ms", "rss_MiB", "keys");
   int status = 0;
   for (int size : sizes) {
     for (int run = 1; run <= repeat; ++run) {
@@ -328,8 +340,9 @@ int main(int argc, char** argv) {
         status = 1;
         continue;
       }
-      std::printf("%6d %4d %11.1f %12.1f %9.1f %6lld\n", size, run, outcome.connect_ms,
-                  outcome.exchange_ms, outcome.rss_mib, static_cast<long long>(outcome.keys));
+      std::printf("%6d %4d %11.1f %12.1f %8.1f %9.1f %6lld\n", size, run, outcome.connect_ms,
+                  outcome.exchange_ms, outcome.cpu_ms, outcome.rss_mib,
+                  static_cast<long long>(outcome.keys));
       std::fflush(stdout);
     }
   }

@@ -14,7 +14,8 @@ store calls release the GIL), each rank publishing the same record text, then
 and store.barrier of all ranks. What a rank read is checked against what the publisher was
 given after the clock stops (the Python work would otherwise be serialised by the GIL and
 charged to the store). Printed: connect and exchange times as in the C++ program, the growth of
-this process's peak resident memory, and the machine's load average.
+this process's peak resident memory, the CPU time this process (server and every rank) spent on
+the exchange, and the machine's load average.
 """
 
 import argparse
@@ -159,8 +160,10 @@ def run_once(size, exchange):
         t.start()
     connected.wait()
     all_connected = time.perf_counter()
+    cpu_before = time.process_time()
     go.set()
     through.wait()
+    cpu_ms = (time.process_time() - cpu_before) * 1e3
     check_now.set()
     finished.wait()
     peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -172,6 +175,7 @@ def run_once(size, exchange):
     return {
         "connect_ms": (all_connected - start) * 1e3,
         "exchange_ms": (max(done) - all_connected) * 1e3,
+        "cpu_ms": cpu_ms,
         "peak_rss_growth_mib": (peak_after - peak_before) / 1024.0,
         "error": error,
     }
@@ -192,7 +196,8 @@ def main(argv):
     threading.stack_size(512 * 1024)
     print(f"# c10d TCPStore (libuv), ranks as threads, exchange={args.exchange}, "
           f"load average before: {load_average()}")
-    print(f"{'ranks':>6} {'run':>4} {'connect_ms':>11} {'exchange_ms':>12} {'peak_MiB+':>10}")
+    print(f"{'ranks':>6} {'run':>4} {'connect_ms':>11} {'exchange_ms':>12} {'cpu_ms':>8} "
+          f"{'peak_MiB+':>10}")
     status = 0
     for size in sizes:
         for run in range(1, args.repeat + 1):
@@ -202,7 +207,7 @@ def main(argv):
                 status = 1
                 continue
             print(f"{size:6d} {run:4d} {result['connect_ms']:11.1f} {result['exchange_ms']:12.1f} "
-                  f"{result['peak_rss_growth_mib']:10.1f}", flush=True)
+                  f"{result['cpu_ms']:8.1f} {result['peak_rss_growth_mib']:10.1f}", flush=True)
     print(f"# load average after: {load_average()}")
     return status
 

@@ -81,9 +81,13 @@ TEST_CASE("a peer table round-trips and stores each identity once", "[peer_table
   auto decoded = DecodePeerTable(text, 12);
   REQUIRE(decoded.ok());
   REQUIRE(decoded.value().size() == 12);
+  CHECK(decoded.value().distinct() == 3);
+  const std::vector<PeerRecord> expanded = decoded.value().Expand();
+  REQUIRE(expanded.size() == 12);
   for (int r = 0; r < 12; ++r) {
-    CHECK(Fields(decoded.value()[static_cast<size_t>(r)]) ==
+    CHECK(Fields(decoded.value()[r]) ==
           "node" + std::to_string(r % 3) + "|boot-node" + std::to_string(r % 3) + "|8|shm=|tcp=");
+    CHECK(Fields(expanded[static_cast<size_t>(r)]) == Fields(decoded.value()[r]));
   }
 }
 

@@ -183,14 +183,15 @@ TEST_CASE("1024 ranks bootstrap through one store server in bounded time and mem
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                 start)
               .count();
-      if (table.value().size() != static_cast<size_t>(kRanks)) {
-        result = "a table of " + std::to_string(table.value().size()) + " ranks";
+      if (table.value().size() != kRanks || table.value().distinct() != kRanks / kRanksPerHost) {
+        result = "a table of " + std::to_string(table.value().size()) + " ranks and " +
+                 std::to_string(table.value().distinct()) + " identities";
         return;
       }
       for (int r = 0; r < kRanks; ++r) {
-        if (Fields(table.value()[static_cast<size_t>(r)]) != ExpectedFields(r, false)) {
+        if (Fields(table.value()[r]) != ExpectedFields(r, false)) {
           result = "rank " + std::to_string(r) + " in the table is " +
-                   Fields(table.value()[static_cast<size_t>(r)]);
+                   Fields(table.value()[r]);
           return;
         }
       }
