@@ -82,11 +82,12 @@ for shape in ${shapes//,/ }; do
   ring=$(echo "$link * $n / (2 * ($n - 1)) / 1000000" | bc -l)
   printf '%s hosts x %s ranks, links %s: bound L*H/(2(H-1)) = %.1f MB/s, flat ring bound L*n/(2(n-1)) = %.1f MB/s\n' \
     "$hosts" "$per_host" "$rate" "$bound" "$ring"
-  printf '  %12s %14s %14s %8s %8s\n' "bytes" "algbw MB/s" "in-place MB/s" "of bound" "#wrong"
+  printf '  %12s %14s %14s %9s %8s %8s\n' "bytes" "algbw MB/s" "in-place MB/s" "of bound" "of ring" "#wrong"
   # nccl-tests rows: size count type redop root time algbw busbw #wrong time algbw busbw #wrong;
   # algbw from the times (us), since the table rounds GB/s to two decimals (10 MB/s steps).
-  awk -v bound="$bound" '$1 ~ /^[0-9]+$/ && NF >= 13 && $6 > 0 && $10 > 0 {
-      printf "  %12d %14.1f %14.1f %7.0f%% %8s\n", $1, $1 / $6, $1 / $10, $1 / $6 / bound * 100, $9 "/" $13
+  awk -v bound="$bound" -v ring="$ring" '$1 ~ /^[0-9]+$/ && NF >= 13 && $6 > 0 && $10 > 0 {
+      printf "  %12d %14.1f %14.1f %8.0f%% %7.0f%% %8s\n", $1, $1 / $6, $1 / $10,
+             $1 / $6 / bound * 100, $1 / $6 / ring * 100, $9 "/" $13
     }' "$out/node0"
   grep -E "Out of bounds|Avg bus" "$out/node0" | sed 's/^/  /'
   rm -rf "$out"
