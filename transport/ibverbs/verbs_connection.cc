@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -20,6 +21,8 @@ constexpr uint64_t kRecvWr = 2;
 constexpr int kPollBatch = 32;
 // While a wait makes no progress, the peer's bootstrap link is probed this often.
 constexpr int64_t kPeerCheckEveryNs = 20'000'000;
+// The backstop's period while a send is unfinished.
+constexpr auto kBackstopPeriod = std::chrono::milliseconds(1);
 
 std::string ErrnoText(int error) { return error == 0 ? "unknown error" : std::strerror(error); }
 
@@ -137,6 +140,46 @@ VerbsLink::~VerbsLink() {
 
 Status VerbsLink::Connect(const SetupInfo& peer) {
   std::lock_guard<std::mutex> lock(mutex_);
+  BRAID_RETURN_IF_ERROR(ConnectLocked(peer));
+  stage_ = Stage::kUp;
+  return Status::Ok();
+}
+
+void VerbsLink::Start(std::unique_ptr<Connection> bootstrap) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bootstrap_ = std::move(bootstrap);
+  info_sent_ = bootstrap_->PostSend(&local_, sizeof(local_), kSetupTag);
+  info_received_ = bootstrap_->PostRecv(&peer_info_, sizeof(peer_info_), kSetupTag);
+  ready_received_ = bootstrap_->PostRecv(&ready_in_, 1, kReadyTag);
+  stage_ = Stage::kExchanging;
+}
+
+bool VerbsLink::AdvanceSetupLocked() {
+  bool moved = false;
+  if (stage_ == Stage::kExchanging && info_received_->Test()) {
+    moved = true;
+    Status status = info_received_->status();
+    if (status.ok()) status = ConnectLocked(peer_info_);
+    if (!status.ok()) {
+      FailLocked(status.WithContext(Who() + ": exchanging QP numbers"));
+      return true;
+    }
+    // Our QP receives from here on: the peer may write once this arrives.
+    ready_sent_ = bootstrap_->PostSend(&ready_out_, 1, kReadyTag);
+    stage_ = Stage::kReadying;
+  }
+  if (stage_ == Stage::kReadying && ready_received_->Test()) {
+    moved = true;
+    if (!ready_received_->status().ok()) {
+      FailLocked(ready_received_->status().WithContext(Who() + ": waiting for the peer's QP"));
+      return true;
+    }
+    stage_ = Stage::kUp;
+  }
+  return moved;
+}
+
+Status VerbsLink::ConnectLocked(const SetupInfo& peer) {
   if (peer.magic != kSetupMagic || peer.version != kSetupVersion) {
     return Status::InvalidUsage(Who() + ": the peer's set-up record is of another build (magic " +
                                 std::to_string(peer.magic) + ", version " +
@@ -192,13 +235,8 @@ Status VerbsLink::Connect(const SetupInfo& peer) {
   return Status::Ok();
 }
 
-void VerbsLink::KeepBootstrap(std::unique_ptr<Connection> bootstrap) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  bootstrap_ = std::move(bootstrap);
-}
-
 RequestPtr VerbsLink::PostSend(const void* data, size_t bytes, uint64_t tag,
-                               const std::shared_ptr<RequestDriver>& driver) {
+                               const std::shared_ptr<VerbsDriver>& driver) {
   auto request = std::make_shared<Request>(driver);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!status_.ok()) {
@@ -220,12 +258,13 @@ RequestPtr VerbsLink::PostSend(const void* data, size_t bytes, uint64_t tag,
   }
   sends_.push_back(std::move(send));
   PostChunksLocked();
+  if (!sends_.empty()) driver->Kick();
   return request;
 }
 
 RequestPtr VerbsLink::PostRecv(void* data, size_t bytes, uint64_t tag,
                                std::shared_ptr<LandingSink> sink,
-                               const std::shared_ptr<RequestDriver>& driver) {
+                               const std::shared_ptr<VerbsDriver>& driver) {
   auto request = std::make_shared<Request>(driver);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!status_.ok()) {
@@ -245,6 +284,13 @@ RequestPtr VerbsLink::PostRecv(void* data, size_t bytes, uint64_t tag,
 
 Result<std::optional<Connection::Incoming>> VerbsLink::Probe() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (status_.ok() && stage_ != Stage::kUp) AdvanceSetupLocked();
+  if (status_.ok() && stage_ != Stage::kUp) {
+    if (!recvs_.empty()) {
+      return Status::Internal(Who() + ": Probe while a receive is pending on the link");
+    }
+    return std::optional<Connection::Incoming>();  // nothing can have arrived yet
+  }
   if (status_.ok()) {
     PollLocked();
     DeliverLocked();  // with no receive posted, only drops the rest of a refused message
@@ -274,6 +320,10 @@ Result<std::optional<Connection::Incoming>> VerbsLink::Probe() {
 bool VerbsLink::Progress(bool check_peer) {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || !status_.ok()) return false;  // another thread is moving this link
+  if (stage_ != Stage::kUp) {
+    bool advanced = AdvanceSetupLocked();
+    if (stage_ != Stage::kUp) return advanced;
+  }
   bool moved = PollLocked();
   moved |= DeliverLocked();
   moved |= ReturnCreditsLocked();
@@ -428,11 +478,13 @@ bool VerbsLink::PostWriteLocked(ibv_sge* sge, int num_sge, uint64_t remote_addr,
 }
 
 bool VerbsLink::PostChunksLocked() {
+  if (stage_ != Stage::kUp) return false;
   bool moved = false;
   while (status_.ok() && next_to_post_ < sends_.size() && credits_ > 0 &&
          in_flight_.size() < kSendDepth) {
     OutSend& send = sends_[next_to_post_];
-    const size_t payload = std::min<size_t>(kSlotBytes - kSlotHeaderBytes, send.bytes - send.posted);
+    const size_t payload =
+        std::min<size_t>(kSlotBytes - kSlotHeaderBytes, send.bytes - send.posted);
     const uint32_t slot = static_cast<uint32_t>(send_slot_ % kSlots);
     headers_[slot] = SlotHeader{send.tag, send.bytes};
     ibv_sge sge[2];
@@ -463,7 +515,10 @@ bool VerbsLink::PostChunksLocked() {
 }
 
 bool VerbsLink::ReturnCreditsLocked() {
-  if (!status_.ok() || credits_owed_ == 0 || in_flight_.size() >= kSendDepth) return false;
+  if (!status_.ok() || stage_ != Stage::kUp || credits_owed_ == 0 ||
+      in_flight_.size() >= kSendDepth) {
+    return false;
+  }
   const uint32_t returned = credits_owed_;
   credits_owed_ = 0;
   return PostWriteLocked(nullptr, 0, remote_.ring_addr, kCreditFlag | returned, InFlight{});
@@ -493,6 +548,11 @@ void VerbsLink::Fail(const Status& reason) {
   if (bootstrap_ != nullptr) bootstrap_->Close(status_);
 }
 
+bool VerbsLink::Sending() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_.ok() && (!sends_.empty() || stage_ != Stage::kUp);
+}
+
 bool VerbsLink::failed() {
   std::lock_guard<std::mutex> lock(mutex_);
   return !status_.ok();
@@ -500,6 +560,13 @@ bool VerbsLink::failed() {
 
 std::string VerbsLink::Stall(const Request* request) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string setup =
+      stage_ == Stage::kUp ? ""
+      : stage_ == Stage::kExchanging
+          ? " (the link is not up yet: rank " + std::to_string(peer_) +
+                " has not sent its QP numbers)"
+          : " (the link is not up yet: rank " + std::to_string(peer_) +
+                " has not said its QP is ready)";
   for (const OutSend& send : sends_) {
     if (send.request.get() != request) continue;
     std::string what = "a send of " + std::to_string(send.bytes) + " bytes to rank " +
@@ -509,12 +576,12 @@ std::string VerbsLink::Stall(const Request* request) {
              " ring slots of rank " + std::to_string(peer_) +
              " hold data it has not received: it posts no matching receive)";
     }
-    return what + std::to_string(send.posted) + " bytes written, waiting for completions";
+    return what + std::to_string(send.posted) + " bytes written, waiting for completions" + setup;
   }
   for (const InRecv& recv : recvs_) {
     if (recv.request.get() != request) continue;
     return "a receive of " + std::to_string(recv.bytes) + " bytes from rank " +
-           std::to_string(peer_) + " has " + std::to_string(recv.offset) + " bytes so far";
+           std::to_string(peer_) + " has " + std::to_string(recv.offset) + " bytes so far" + setup;
   }
   return "";
 }
@@ -578,6 +645,53 @@ Status VerbsDriver::Wait(const Request& request, Deadline deadline) {
 
 void VerbsDriver::FailAll(const Status& reason) {
   for (const auto& link : Links()) link->Fail(reason);
+}
+
+void VerbsDriver::Kick() {
+  if (backstop_awake_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(backstop_mutex_);
+  kicked_ = true;
+  backstop_awake_.store(true, std::memory_order_release);
+  backstop_cv_.notify_one();
+}
+
+void VerbsDriver::Stop() {
+  std::lock_guard<std::mutex> lock(backstop_mutex_);
+  stopped_ = true;
+  backstop_cv_.notify_one();
+}
+
+void VerbsDriver::RunBackstop() {
+  std::unique_lock<std::mutex> lock(backstop_mutex_);
+  while (!stopped_) {
+    backstop_cv_.wait(lock, [&] { return stopped_ || kicked_; });
+    if (stopped_) break;
+    kicked_ = false;
+    lock.unlock();
+    bool sending = false;
+    for (const auto& link : Links()) {
+      link->Progress(true);
+      sending = link->Sending() || sending;
+    }
+    lock.lock();
+    if (sending) {
+      kicked_ = true;  // look again after a period
+      backstop_cv_.wait_for(lock, kBackstopPeriod, [&] { return stopped_; });
+    } else {
+      // Going to sleep. A send posted from here on finds the flag clear and kicks; one posted
+      // during the scan above is seen by the second look (Kick runs under the link's lock, which
+      // Sending() takes after this store).
+      backstop_awake_.store(false, std::memory_order_seq_cst);
+      lock.unlock();
+      bool again = false;
+      for (const auto& link : Links()) again = link->Sending() || again;
+      lock.lock();
+      if (again) {
+        kicked_ = true;
+        backstop_awake_.store(true, std::memory_order_seq_cst);
+      }
+    }
+  }
 }
 
 // ---- VerbsConnection ----

@@ -17,9 +17,13 @@
 //   receiver copies out the previous ones.
 // - Completions: one CQ per link for both directions. Writes complete in post order, so a send
 //   completes when its last chunk's write completion arrives.
-// - Progress: nothing runs in the background. The threads that post, test and wait poll the CQs
-//   of every link of the transport (VerbsDriver), so a rank waiting on one peer still returns
-//   credits to and feeds the others (a ring of ranks each waiting on its receive first works).
+// - Progress: the threads that post, test and wait poll the CQs of every link of the transport
+//   (VerbsDriver), so a rank waiting on one peer still returns credits to and feeds the others (a
+//   ring of ranks each waiting on its receive first works). A send also has to go on when its
+//   thread does not wait (it posted and moved on to other work): the credits that let its next
+//   chunks go only show up on the CQ. So while any send is unfinished, the transport's backstop
+//   thread drives every link once a millisecond (VerbsDriver::RunBackstop; tcp's io thread does
+//   the same for stalled sends); with no send in progress it sleeps.
 // - Failures: an error completion fails every pending request with kRemoteError naming the peer
 //   and the verbs status; the authenticated bootstrap link made at set-up stays open and is
 //   probed while a wait makes no progress, so a peer whose process is gone is named within
@@ -29,6 +33,8 @@
 // a link's mutex_ guards all its state and the verbs calls on its QP and CQ.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -53,6 +59,8 @@ constexpr uint32_t kRecvDepth = 2 * kSlots + 2;
 constexpr uint32_t kSendDepth = 2 * kSlots + 4;
 
 
+class VerbsDriver;
+
 class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
  public:
   // Creates the CQ and QP (moved to INIT) and registers the ring and the header array.
@@ -66,19 +74,23 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
 
   // What the peer needs (QPN, PSN, LID/GID, ring address and key).
   const SetupInfo& local_info() const { return local_; }
-  // Checks the peer's record, posts the receives and moves the QP to RTR and RTS. After it the
-  // peer may write; this side may write once the peer has done the same (the caller exchanges a
-  // ready message). Errors: a record of another version or ring geometry (kInvalidUsage naming
-  // both), a refused transition (kSystemError).
+  // Starts the set-up over the authenticated `bootstrap` link, without blocking: sends this
+  // side's SetupInfo and posts receives for the peer's and for its ready message. The link
+  // finishes as they arrive, whenever it is driven (a wait, a test, the backstop): the peer's
+  // record checked, the receives posted, the QP moved to RTR and RTS, a ready message sent; it
+  // writes only once the peer's ready message is in. Why not block in Connect: a rank links its
+  // peers one after another, and a ring of ranks each waiting in Connect for the next one's
+  // record would wait for ever (tcp's and shm's accepting sides answer on a thread of their own
+  // for the same reason). The bootstrap link then stays, to notice a peer that is gone.
+  void Start(std::unique_ptr<Connection> bootstrap);
+  // Tests only: wires the QP to `peer` at once, without a bootstrap link. Errors as the set-up's.
   Status Connect(const SetupInfo& peer);
-  // Keeps the bootstrap link, to notice a peer that is gone (probed while waits make no progress).
-  void KeepBootstrap(std::unique_ptr<Connection> bootstrap);
 
   int peer() const { return peer_; }
   RequestPtr PostSend(const void* data, size_t bytes, uint64_t tag,
-                      const std::shared_ptr<RequestDriver>& driver);
+                      const std::shared_ptr<VerbsDriver>& driver);
   RequestPtr PostRecv(void* data, size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink,
-                      const std::shared_ptr<RequestDriver>& driver);
+                      const std::shared_ptr<VerbsDriver>& driver);
   Result<std::optional<Connection::Incoming>> Probe();
 
   // Polls the CQ and moves what can move. Returns true if anything happened. `check_peer`: also
@@ -90,6 +102,8 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
   // QP to the error state; the QP and the ring stay until destruction. Idempotent.
   void Fail(const Status& reason);
   bool failed();
+  // Whether a send or the set-up is unfinished (the backstop keeps driving while one is).
+  bool Sending();
 
  private:
   struct OutSend {
@@ -121,6 +135,11 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
 
   VerbsLink(std::shared_ptr<VerbsDevice> device, std::shared_ptr<RegistrationCache> cache,
             const IbConfig& config, int rank, int peer);
+  // Checks the peer's record, posts the receives and moves the QP to RTR and RTS. Errors: a
+  // record of another version or ring geometry (kInvalidUsage naming both), a refused
+  // transition (kSystemError).
+  Status ConnectLocked(const SetupInfo& peer);
+  bool AdvanceSetupLocked();  // moves the set-up on as the bootstrap messages arrive
   bool PollLocked();          // drains the CQ
   bool DeliverLocked();       // hands landed chunks to posted receives
   bool PostChunksLocked();    // writes chunks while credits and queue room last
@@ -151,6 +170,14 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
   std::unique_ptr<Connection> bootstrap_;
   int64_t last_peer_check_ns_ = 0;
 
+  // Set-up (Start): exchanging SetupInfo, then waiting for the peer's ready message, then up.
+  enum class Stage { kExchanging, kReadying, kUp };
+  Stage stage_ = Stage::kExchanging;
+  SetupInfo peer_info_;  // received into over the bootstrap link
+  uint8_t ready_out_ = 1;
+  uint8_t ready_in_ = 0;
+  RequestPtr info_sent_, info_received_, ready_sent_, ready_received_;
+
   // Sending.
   uint32_t credits_ = kSlots;
   uint64_t send_slot_ = 0;       // chunks written so far
@@ -176,12 +203,24 @@ class VerbsDriver : public RequestDriver {
   // Fails every link's requests with `reason` (Abort).
   void FailAll(const Status& reason);
 
+  // The transport's backstop thread runs this until Stop(): while any link has a send
+  // unfinished it drives every link every kBackstopMs, otherwise it sleeps until Kick().
+  void RunBackstop();
+  // A send was posted: wake the backstop if it sleeps. Cheap when it is already awake.
+  void Kick();
+  void Stop();
+
  private:
   bool ProgressAll(bool check_peers);
   std::vector<std::shared_ptr<VerbsLink>> Links();
   const WaitBudget budget_;
-  std::mutex mutex_;  // guards links_
+  std::mutex mutex_;  // guards links_; a leaf lock (never held while a link's lock is taken)
   std::vector<std::weak_ptr<VerbsLink>> links_;
+  std::atomic<bool> backstop_awake_{false};
+  std::mutex backstop_mutex_;  // guards kicked_, stopped_; a leaf lock
+  std::condition_variable backstop_cv_;
+  bool kicked_ = false;
+  bool stopped_ = false;
 };
 
 // The Connection algorithms see; destroying it closes the link.

@@ -12,8 +12,6 @@ namespace {
 // The bootstrap links run under a communicator id of their own, so they can never be mistaken
 // for the communicator's TCP links (or the reverse).
 constexpr uint64_t kBootstrapIdSalt = 0x6962766572627374ULL;  // "ibverbst"
-// The least time the QP exchange gets once the bootstrap link is up (see Connect).
-constexpr int64_t kSetupAfterLinkMs = 10000;
 
 // BRAID_IB_REG_CACHE=0 turns the registration cache off.
 bool RegistrationCacheEnabled() {
@@ -58,9 +56,15 @@ VerbsTransport::VerbsTransport(const TransportContext& context, const IbConfig& 
       cache_(std::make_shared<RegistrationCache>(device_->api(), device_->pd(),
                                                  RegistrationCacheEnabled())),
       driver_(std::make_shared<VerbsDriver>(context.size)),
-      bootstrap_(std::move(bootstrap)) {}
+      bootstrap_(std::move(bootstrap)) {
+  backstop_ = std::thread([driver = driver_] { driver->RunBackstop(); });
+}
 
-VerbsTransport::~VerbsTransport() { Abort(Status::Aborted("the verbs transport was destroyed")); }
+VerbsTransport::~VerbsTransport() {
+  Abort(Status::Aborted("the verbs transport was destroyed"));
+  driver_->Stop();
+  backstop_.join();
+}
 
 std::string VerbsTransport::LocalAddress() const { return bootstrap_->LocalAddress(); }
 
@@ -77,37 +81,17 @@ Result<std::unique_ptr<Connection>> VerbsTransport::Connect(int peer,
                               std::to_string(peer) + " over verbs";
   Result<std::unique_ptr<Connection>> boot = bootstrap_->Connect(peer, peer_address, deadline);
   if (!boot.ok()) return boot.status().WithContext(linking + " (bootstrap link)");
-  Connection& link_boot = *boot.value();
-  // Once the bootstrap link is up the peer is in its own Connect, so the QP exchange gets a few
-  // seconds even under an expired deadline: a link claimed with one (a receive from any rank)
-  // must come out whole, not half made.
-  const Deadline setup = deadline.RemainingMs() < kSetupAfterLinkMs
-                             ? Deadline::AfterMs(kSetupAfterLinkMs)
-                             : deadline;
   BRAID_ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
                          VerbsLink::Create(device_, cache_, config_, context_.rank, peer));
-  SetupInfo remote;
-  RequestPtr sent = link_boot.PostSend(&link->local_info(), sizeof(SetupInfo), kSetupTag);
-  RequestPtr received = link_boot.PostRecv(&remote, sizeof(SetupInfo), kSetupTag);
-  Status status = received->Wait(setup);
-  if (status.ok()) status = sent->Wait(setup);
-  if (!status.ok()) return status.WithContext(linking + " (exchanging QP numbers)");
-  BRAID_RETURN_IF_ERROR(link->Connect(remote));
-  // Both QPs are ready to receive before either side writes.
-  uint8_t ready = 1, peer_ready = 0;
-  sent = link_boot.PostSend(&ready, 1, kReadyTag);
-  received = link_boot.PostRecv(&peer_ready, 1, kReadyTag);
-  status = received->Wait(setup);
-  if (status.ok()) status = sent->Wait(setup);
-  if (!status.ok()) return status.WithContext(linking + " (waiting for the peer's QP)");
-  link->KeepBootstrap(std::move(boot.value()));
+  link->Start(std::move(boot.value()));  // finishes as it is driven (VerbsLink::Start)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_.ok()) return aborted_;
     driver_->Add(link);
   }
-  BRAID_LOG(kTrace, context_.rank) << "verbs link to rank " << peer << " up: QPN "
-                                   << link->local_info().qpn << " -> " << remote.qpn;
+  driver_->Kick();  // the backstop drives the set-up even if nobody waits on this link yet
+  BRAID_LOG(kTrace, context_.rank) << "verbs link to rank " << peer << " started: QPN "
+                                   << link->local_info().qpn;
   return std::unique_ptr<Connection>(new VerbsConnection(std::move(link), driver_));
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/base/status.h"
 #include "transport/ibverbs/device.h"
@@ -59,6 +60,7 @@ class VerbsTransport : public Transport {
   const std::shared_ptr<RegistrationCache> cache_;  // after device_: released before it
   const std::shared_ptr<VerbsDriver> driver_;
   const std::unique_ptr<Transport> bootstrap_;
+  std::thread backstop_;  // drives the links while a send is unfinished (verbs_connection.h)
   std::mutex mutex_;  // guards aborted_
   Status aborted_;
 };

@@ -545,7 +545,8 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   Locked locked;
   Model& model = TheModel();
   if (attr->qp_type != IBV_QPT_RC || attr->send_cq == nullptr || attr->recv_cq == nullptr ||
-      attr->srq != nullptr || attr->cap.max_send_sge > kMaxSge || attr->cap.max_recv_sge > kMaxSge) {
+      attr->srq != nullptr || attr->cap.max_send_sge > kMaxSge ||
+      attr->cap.max_recv_sge > kMaxSge) {
     errno = EINVAL;
     return nullptr;
   }

@@ -212,7 +212,8 @@ TEST_CASE("model: queues hold at most their depth", "[verbs_model]") {
   Side a(2, 2), b(2, 2);
   a.ConnectTo(b.gid, b.qp->qp_num, true);
   b.ConnectTo(a.gid, a.qp->qp_num, false);
-  // b posts no receive: writes with immediate wait (rnr_retry 7 retries forever) and fill a's queue.
+  // b posts no receive: writes with immediate wait (rnr_retry 7 retries forever) and fill a's
+  // queue.
   REQUIRE(a.Write(1, 0, 8, a.mr->lkey, b.Addr(0), b.mr->rkey, true) == 0);
   REQUIRE(a.Write(2, 0, 8, a.mr->lkey, b.Addr(0), b.mr->rkey, true) == 0);
   CHECK(a.Write(3, 0, 8, a.mr->lkey, b.Addr(0), b.mr->rkey, true) == ENOMEM);
