@@ -20,7 +20,9 @@ the exchange, and the machine's load average.
 
 import argparse
 import datetime
+import os
 import resource
+import select
 import sys
 import threading
 import time
@@ -122,7 +124,9 @@ def run_once(size, exchange):
     errors = [""] * size
     done = [0.0] * size
     connected = threading.Barrier(size + 1)
-    go = threading.Event()
+    # Every rank waits in poll() on a pipe that is closed to release them all at once, as the C++
+    # program does (a threading.Event wakes them through one lock, one after another).
+    go_read, go_write = os.pipe()
     through = threading.Barrier(size + 1)  # every rank is through the store barrier
     check_now = threading.Event()
     finished = threading.Barrier(size + 1)
@@ -135,7 +139,9 @@ def run_once(size, exchange):
             errors[rank] = f"connect: {e}"
             store = None
         connected.wait()
-        go.wait()
+        line = select.poll()
+        line.register(go_read, select.POLLIN)
+        line.poll()
         table, full = None, []
         if store is not None:
             try:
@@ -161,7 +167,7 @@ def run_once(size, exchange):
     connected.wait()
     all_connected = time.perf_counter()
     cpu_before = time.process_time()
-    go.set()
+    os.close(go_write)
     through.wait()
     cpu_ms = (time.process_time() - cpu_before) * 1e3
     check_now.set()
@@ -170,6 +176,7 @@ def run_once(size, exchange):
     release.set()
     for t in threads:
         t.join()
+    os.close(go_read)
     failed = [e for e in errors if e]
     error = f"{len(failed)} ranks failed; first: {failed[0]}" if failed else ""
     return {
