@@ -303,13 +303,7 @@ Result<std::optional<Connection::Incoming>> VerbsLink::Probe() {
   }
   if (landed_.empty()) {
     // A peer that left without sending more is a loss (Connection::Probe).
-    if (bootstrap_ != nullptr) {
-      Result<std::optional<Connection::Incoming>> boot = bootstrap_->Probe();
-      if (!boot.ok()) {
-        FailLocked(PeerGone(rank_, peer_, "its bootstrap link closed: " + boot.status().message()));
-        return status_;
-      }
-    }
+    if (PeerGoneLocked()) return status_;
     return std::optional<Connection::Incoming>();
   }
   SlotHeader header;
@@ -329,19 +323,22 @@ bool VerbsLink::Progress(bool check_peer) {
   moved |= ReturnCreditsLocked();
   moved |= PostChunksLocked();
   const bool waiting = !sends_.empty() || !recvs_.empty();
-  if (!moved && check_peer && waiting && landed_.empty() && bootstrap_ != nullptr &&
-      status_.ok()) {
+  if (!moved && check_peer && waiting && landed_.empty()) {
     const int64_t now = NowNs();
     if (now - last_peer_check_ns_ >= kPeerCheckEveryNs) {
       last_peer_check_ns_ = now;
-      Result<std::optional<Connection::Incoming>> boot = bootstrap_->Probe();
-      if (!boot.ok()) {
-        FailLocked(PeerGone(rank_, peer_, "its bootstrap link closed: " + boot.status().message()));
-        moved = true;
-      }
+      moved = PeerGoneLocked();
     }
   }
   return moved;
+}
+
+bool VerbsLink::PeerGoneLocked() {
+  if (bootstrap_ == nullptr || !status_.ok()) return false;
+  Result<std::optional<Connection::Incoming>> boot = bootstrap_->Probe();
+  if (boot.ok()) return false;
+  FailLocked(PeerGone(rank_, peer_, "its bootstrap link closed: " + boot.status().message()));
+  return true;
 }
 
 bool VerbsLink::PollLocked() {

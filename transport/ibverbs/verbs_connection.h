@@ -140,6 +140,8 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
   // transition (kSystemError).
   Status ConnectLocked(const SetupInfo& peer);
   bool AdvanceSetupLocked();  // moves the set-up on as the bootstrap messages arrive
+  // Probes the bootstrap link; a closed one fails the link ("rank P is gone"): true then.
+  bool PeerGoneLocked();
   bool PollLocked();          // drains the CQ
   bool DeliverLocked();       // hands landed chunks to posted receives
   bool PostChunksLocked();    // writes chunks while credits and queue room last

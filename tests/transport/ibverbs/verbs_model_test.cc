@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/transport/ibverbs/read_all.h"
 #include "tests/transport/ibverbs/verbs_model.h"
 
 namespace braid::testing::verbs_model {
@@ -310,18 +311,6 @@ TEST_CASE("model: a destroyed peer QP ends in RETRY_EXC_ERR after the ACK timeou
   REQUIRE(got.size() == 1);
   CHECK(got[0].status == IBV_WC_RETRY_EXC_ERR);
   CHECK(took >= std::chrono::milliseconds(12));
-}
-
-// Reads exactly `bytes` from `fd`; false at end of file.
-bool ReadAll(int fd, void* data, size_t bytes) {
-  char* at = static_cast<char*>(data);
-  while (bytes > 0) {
-    ssize_t n = read(fd, at, bytes);
-    if (n <= 0) return false;
-    at += n;
-    bytes -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 struct Address {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/harness/transport_mesh.h"
+#include "tests/transport/ibverbs/read_all.h"
 #include "tests/transport/ibverbs/verbs_model.h"
 #include "transport/ibverbs/verbs_connection.h"
 #include "transport/ibverbs/verbs_transport.h"
@@ -24,6 +25,7 @@ namespace braid::transport::ibverbs {
 namespace {
 
 using braid::testing::MakeTransportMesh;
+using braid::testing::ReadAll;
 using braid::testing::TransportMesh;
 
 bool Contains(const std::string& text, const std::string& part) {
@@ -194,18 +196,6 @@ TEST_CASE("verbs: a write to memory without remote write access fails with braid
   CHECK(later->status().message() == send->status().message());
   pair.links[1].reset();
   api.dereg_mr(local_only);
-}
-
-// Reads exactly `bytes` from `fd`; false at end of file.
-bool ReadAll(int fd, void* data, size_t bytes) {
-  char* at = static_cast<char*>(data);
-  while (bytes > 0) {
-    ssize_t n = read(fd, at, bytes);
-    if (n <= 0) return false;
-    at += n;
-    bytes -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 TEST_CASE("verbs: a peer process that vanishes fails a pending receive naming it, no hang",
