@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what braid needs to build and test on Debian 12, if missing. Idempotent.
 set -euo pipefail
+# iproute2: ip netns, veth, bridge and tc for the multi-host tests (tests/multihost).
 packages=(bazel-bootstrap g++ libasio-dev libspdlog-dev libfmt-dev catch2 libibverbs-dev
-          pkg-config python3 python3-matplotlib ca-certificates)
+          pkg-config python3 python3-matplotlib ca-certificates iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -37,23 +37,28 @@ rate_bytes() {
   local text=${1,,} number unit
   number=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\1/p')
   unit=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\2/p')
+  [ -n "$number" ] || return 1
   case "$unit" in
-    gbit) echo "$number * 1000000000 / 8" | bc -l ;;
-    mbit) echo "$number * 1000000 / 8" | bc -l ;;
-    kbit) echo "$number * 1000 / 8" | bc -l ;;
-    bit | "") echo "$number / 8" | bc -l ;;
+    gbit) awk -v n="$number" 'BEGIN { print n * 1e9 / 8 }' ;;
+    mbit) awk -v n="$number" 'BEGIN { print n * 1e6 / 8 }' ;;
+    kbit) awk -v n="$number" 'BEGIN { print n * 1e3 / 8 }' ;;
+    bit | "") awk -v n="$number" 'BEGIN { print n / 8 }' ;;
     *) return 1 ;;
   esac
 }
 link=$(rate_bytes "$rate") || { echo "measure_ring.sh: cannot read rate '$rate' (e.g. 1gbit, 500mbit)" >&2; exit 2; }
-command -v bc >/dev/null || { echo "measure_ring.sh: needs bc" >&2; exit 2; }
 
 mh_init || exit 1
 trap mh_teardown EXIT
 trap 'exit 130' INT TERM
 max_hosts=0
 for shape in ${shapes//,/ }; do
-  h=${shape%x*}
+  if ! [[ "$shape" =~ ^([0-9]+)x([0-9]+)$ ]] || [ "${BASH_REMATCH[1]}" -lt 2 ] ||
+     [ "${BASH_REMATCH[2]}" -lt 1 ]; then
+    echo "measure_ring.sh: shape '$shape' is not HOSTSxRANKS with at least 2 hosts (e.g. 2x4)" >&2
+    exit 2
+  fi
+  h=${BASH_REMATCH[1]}
   [ "$h" -gt "$max_hosts" ] && max_hosts=$h
 done
 mh_make_hosts "$max_hosts" "$rate" || exit 1
@@ -78,8 +83,8 @@ for shape in ${shapes//,/ }; do
   for ((h = 0; h < hosts; h++)); do
     wait "${pids[$h]}" || { echo "shape $shape: host $h's braidrun failed:"; cat "$out/node$h"; status=1; }
   done
-  bound=$(echo "$link * $hosts / (2 * ($hosts - 1)) / 1000000" | bc -l)
-  ring=$(echo "$link * $n / (2 * ($n - 1)) / 1000000" | bc -l)
+  bound=$(awk -v l="$link" -v h="$hosts" 'BEGIN { print l * h / (2 * (h - 1)) / 1e6 }')
+  ring=$(awk -v l="$link" -v n="$n" 'BEGIN { print l * n / (2 * (n - 1)) / 1e6 }')
   printf '%s hosts x %s ranks, links %s: bound L*H/(2(H-1)) = %.1f MB/s, flat ring bound L*n/(2(n-1)) = %.1f MB/s\n' \
     "$hosts" "$per_host" "$rate" "$bound" "$ring"
   printf '  %12s %14s %14s %9s %8s %8s\n' "bytes" "algbw MB/s" "in-place MB/s" "of bound" "of ring" "#wrong"
