@@ -24,9 +24,11 @@
 //   this process may use 2 CPUs or more (else both ranks share one, which is not this key).
 // - bandwidth_gbps: the per-direction rate of 16 MiB messages when both ranks send to each other
 //   at once, as every rank does in every collective (through the shared ring on shm).
-// - shm.single_copy_bytes and shm.single_copy_gbps: the same exchange size by size (64 KiB to
-//   16 MiB) through the ring and by single copy (process_vm_readv), and the size from which
-//   single copy wins (bench/single_copy_measure.h; algorithms/single_copy_choice.h reads it).
+// - shm.single_copy_bytes, shm.single_copy_bytes_shared_cores and shm.single_copy_gbps: the same
+//   exchange size by size (64 KiB to 16 MiB) through the ring and by single copy
+//   (process_vm_readv), with a CPU per rank and with both ranks on one CPU, and the size from
+//   which single copy wins in each (bench/single_copy_measure.h; algorithms/single_copy_choice.h
+//   reads them).
 // and once (both transports reduce with the same CPU loops): reduce_gbps, kernels::ReduceInto on
 // float32 sum over a chunk-sized (512 KiB, cache-resident, as the pipelined algorithms reduce)
 // buffer, and memory_reduce_gbps over 64 MiB. Printed for reference only: the one-way latency of
@@ -56,6 +58,7 @@
 #include "algorithms/calibration.h"
 #include "algorithms/registry.h"
 #include "algorithms/selector.h"
+#include "bench/forked_pair.h"
 #include "bench/single_copy_measure.h"
 #include "bindings/c/braid.h"
 #include "core/base/datatype.h"
@@ -199,42 +202,19 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
-// Both ranks as child processes (so every transport's pair starts from the same state); rank 0's
-// numbers come back through a pipe. This process keeps the unique id's store alive meanwhile.
+// Both ranks as child processes (bench/forked_pair.h); rank 0's numbers come back.
 std::optional<Numbers> MeasurePair(const char* transports) {
   braidUniqueId id;
   if (!Check(braidGetUniqueId(&id), nullptr, "braidGetUniqueId")) return std::nullopt;
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) {
-    std::perror("calibrate: pipe");
-    return std::nullopt;
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t children[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    children[rank] = fork();
-    if (children[rank] == 0) {
-      Numbers numbers;
-      const bool ok = MeasureLinks(rank, id, transports, &numbers);
-      if (ok && rank == 0) {
-        ssize_t written = write(pipe_fds[1], &numbers, sizeof(numbers));
-        (void)written;
-      }
-      _exit(ok ? 0 : 1);
-    }
-  }
-  close(pipe_fds[1]);
+  const std::optional<std::string> bytes =
+      braid::bench::RunForkedPair([&](int rank) -> std::optional<std::string> {
+        Numbers numbers;
+        if (!MeasureLinks(rank, id, transports, &numbers)) return std::nullopt;
+        return std::string(reinterpret_cast<const char*>(&numbers), sizeof(numbers));
+      });
+  if (!bytes || bytes->size() != sizeof(Numbers)) return std::nullopt;
   Numbers numbers;
-  const bool got = read(pipe_fds[0], &numbers, sizeof(numbers)) == sizeof(numbers);
-  close(pipe_fds[0]);
-  bool ok = got;
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) return std::nullopt;
+  std::memcpy(&numbers, bytes->data(), sizeof(numbers));
   return numbers;
 }
 
@@ -427,28 +407,40 @@ int main(int argc, char** argv) {
           Significant(LatencyFromStep(link, numbers->step_latency_us));
     }
   }
-  bool single_copy_ran = false;
-  const braid::bench::SingleCopyMeasurement single_copy =
-      braid::bench::MeasureSingleCopy(&single_copy_ran);
-  if (!single_copy_ran) return 1;
-  if (!single_copy.refused.empty()) {
-    std::printf("shm single copy: refused here (%s): the ring at every size\n",
-                single_copy.refused.c_str());
-  } else {
-    std::printf("%-10s %12s %12s %12s   (2 processes exchanging, GB/s per direction, best "
-                "rounds; speedup: median of paired rounds)\n",
-                "message", "ring_GBs", "single_GBs", "speedup");
-    for (const braid::bench::SingleCopyPoint& point : single_copy.points) {
-      std::printf("%-10zu %12.2f %12.2f %12.2f\n", point.bytes, point.ring_gbps, point.single_gbps,
-                  point.paired_speedup);
+  for (bool shared_core : {false, true}) {
+    bool single_copy_ran = false;
+    const braid::bench::SingleCopyMeasurement single_copy =
+        braid::bench::MeasureSingleCopy(shared_core, &single_copy_ran);
+    if (!single_copy_ran) return 1;
+    const char* where = shared_core ? "ranks sharing a CPU" : "a CPU per rank";
+    if (!single_copy.refused.empty()) {
+      std::printf("shm single copy: refused here (%s): the ring at every size\n",
+                  single_copy.refused.c_str());
+    } else {
+      std::printf("%-10s %12s %12s %12s   (2 processes, %s, exchanging; GB/s per direction, "
+                  "best rounds; speedup: median of paired rounds)\n",
+                  "message", "ring_GBs", "single_GBs", "speedup", where);
+      for (const braid::bench::SingleCopyPoint& point : single_copy.points) {
+        std::printf("%-10zu %12.2f %12.2f %12.2f\n", point.bytes, point.ring_gbps,
+                    point.single_gbps, point.paired_speedup);
+      }
+      std::printf("shm single copy, %s: %s\n", where,
+                  single_copy.min_bytes == 0
+                      ? "the ring at every size (single copy never 5% faster in the median pair)"
+                      : ("from " + std::to_string(single_copy.min_bytes) + " bytes").c_str());
     }
-    std::printf("shm single copy: %s\n",
-                single_copy.min_bytes == 0
-                    ? "the ring at every size (single copy never 5% faster in the median pair)"
-                    : ("from " + std::to_string(single_copy.min_bytes) + " bytes").c_str());
+    const double min_bytes = static_cast<double>(single_copy.min_bytes);
+    if (shared_core) {
+      measured["shm"]["single_copy_bytes_shared_cores"] = min_bytes;
+    } else {
+      measured["shm"]["single_copy_bytes"] = min_bytes;
+      measured["shm"]["single_copy_gbps"] = Significant(single_copy.single_gbps_16m);
+    }
+    if (!single_copy.refused.empty()) {  // the same answer either way
+      measured["shm"]["single_copy_bytes_shared_cores"] = 0;
+      break;
+    }
   }
-  measured["shm"]["single_copy_bytes"] = static_cast<double>(single_copy.min_bytes);
-  measured["shm"]["single_copy_gbps"] = Significant(single_copy.single_gbps_16m);
 
   const double reduce_chunk = MeasureReduce(512 * 1024);
   const double reduce_large = MeasureReduce(size_t{64} << 20);

@@ -2,6 +2,7 @@
 #include "bench/single_copy_measure.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "bench/forked_pair.h"
 #include "bindings/c/braid.h"
 
 namespace braid::bench {
@@ -91,6 +96,20 @@ bool RunRank(int rank, const braidUniqueId ids[2], std::vector<SingleCopyPoint>*
   return ok;
 }
 
+// Keeps this process on the first CPU it may use (both ranks call it: they take turns there).
+void PinToOneCpu() {
+  cpu_set_t allowed, one;
+  CPU_ZERO(&one);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) std::perror("calibrate: pin");
+}
+
 }  // namespace
 
 std::string CrossMemoryRefusal() {
@@ -140,7 +159,7 @@ size_t SingleCopyCrossover(const std::vector<SingleCopyPoint>& points) {
   return min_bytes;
 }
 
-SingleCopyMeasurement MeasureSingleCopy(bool* ok) {
+SingleCopyMeasurement MeasureSingleCopy(bool shared_core, bool* ok) {
   SingleCopyMeasurement result;
   *ok = true;
   result.refused = CrossMemoryRefusal();
@@ -152,43 +171,19 @@ SingleCopyMeasurement MeasureSingleCopy(bool* ok) {
       return result;
     }
   }
-  int fds[2];
-  if (pipe(fds) != 0) {
-    std::perror("calibrate: pipe");
-    *ok = false;
-    return result;
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t children[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    children[rank] = fork();
-    if (children[rank] == 0) {
-      close(fds[0]);
-      std::vector<SingleCopyPoint> points;
-      const bool ran = RunRank(rank, ids, &points);
-      if (ran && rank == 0) {
-        const size_t bytes = points.size() * sizeof(SingleCopyPoint);
-        ssize_t written = write(fds[1], points.data(), bytes);
-        (void)written;
-      }
-      _exit(ran ? 0 : 1);
-    }
-  }
-  close(fds[1]);
-  SingleCopyPoint point;
-  while (read(fds[0], &point, sizeof(point)) == sizeof(point)) result.points.push_back(point);
-  close(fds[0]);
-  for (pid_t child : children) {
-    int status = 0;
-    waitpid(child, &status, 0);
-    *ok = *ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!*ok || result.points.size() != sizeof(kSizes) / sizeof(kSizes[0])) {
-    *ok = false;
-    result.points.clear();
-    return result;
-  }
+  const std::optional<std::string> bytes =
+      RunForkedPair([&](int rank) -> std::optional<std::string> {
+        if (shared_core) PinToOneCpu();
+        std::vector<SingleCopyPoint> points;
+        if (!RunRank(rank, ids, &points)) return std::nullopt;
+        return std::string(reinterpret_cast<const char*>(points.data()),
+                           points.size() * sizeof(SingleCopyPoint));
+      });
+  const size_t expected = sizeof(kSizes) / sizeof(kSizes[0]) * sizeof(SingleCopyPoint);
+  *ok = bytes && bytes->size() == expected;
+  if (!*ok) return result;
+  result.points.resize(sizeof(kSizes) / sizeof(kSizes[0]));
+  std::memcpy(result.points.data(), bytes->data(), expected);
   result.min_bytes = SingleCopyCrossover(result.points);
   result.single_gbps_16m = result.points.back().single_gbps;
   return result;

@@ -47,8 +47,14 @@ constexpr double kSingleCopyMargin = 1.05;
 // "" if it may, else the reason.
 std::string CrossMemoryRefusal();
 
-// Runs the measurement (a few seconds). `ok` false when a run failed (printed on stderr).
-SingleCopyMeasurement MeasureSingleCopy(bool* ok);
+// Runs the measurement (tens of seconds). `ok` false when a run failed (printed on stderr).
+// `shared_core`: both ranks pinned to one CPU, as ranks take turns on the cores of a host that
+// runs more ranks than it has CPUs. Why measured apart: a send by reference completes only once
+// the receiver has copied it, so where the two take turns every message waits for a switch,
+// while the ring lets the sender run ahead by a ring's worth; on the development VM single copy
+// was 2-20x slower than the ring in 4-rank all-gathers and broadcasts on 2 CPUs
+// (docs/PERFORMANCE.md) although 2 ranks with a CPU each measured it within a few percent.
+SingleCopyMeasurement MeasureSingleCopy(bool shared_core, bool* ok);
 
 // The crossover of `points` (ascending sizes) under kSingleCopyMargin; 0 for none.
 size_t SingleCopyCrossover(const std::vector<SingleCopyPoint>& points);
