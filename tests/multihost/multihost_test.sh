@@ -37,8 +37,8 @@ run_job() {
   local pids=() h started=$SECONDS
   for ((h = 0; h < hosts; h++)); do
     mh_exec "$h" env BRAID_SECRET=multihost-test BRAID_DEBUG=INFO \
-      BRAID_DEBUG_FILE="$dir/log.%p" BRAID_TIMEOUT_MS=60000 \
-      timeout 100 "$braidrun" -n "$per_host" --nnodes "$hosts" --node-rank "$h" \
+      BRAID_DEBUG_FILE="$dir/log.%p" BRAID_TIMEOUT_MS=120000 \
+      timeout 200 "$braidrun" -n "$per_host" --nnodes "$hosts" --node-rank "$h" \
       --master-addr "$(mh_addr 0)" --master-port "$port" -- "$check" > "$dir/node$h.out" 2>&1 &
     pids+=($!)
   done
