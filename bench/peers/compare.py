@@ -221,9 +221,9 @@ def calibrate(bin_dir, out):
         f.write(r.stdout)
     if r.returncode != 0 or not os.path.isfile(path):
         return None, "built-in model (bench/calibrate failed: logs/calibrate.txt)"
-    single = [l for l in r.stdout.splitlines() if l.startswith("shm single copy:")]
+    single = [l for l in r.stdout.splitlines() if l.startswith("shm single copy")]
     return path, "measured now by bench/calibrate into %s%s" % (
-        path, ("; " + single[0]) if single else "")
+        path, "".join("; " + l for l in single))
 
 
 # ---- running -------------------------------------------------------------------------------

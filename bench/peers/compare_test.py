@@ -177,11 +177,14 @@ class CalibrationTest(unittest.TestCase):
         os.environ["BRAID_CALIBRATION"] = os.path.join(self.dir, "absent.cal")
         fake = os.path.join(self.dir, "calibrate")  # a flat --braid-bin folder's calibrate
         with open(fake, "w") as f:
-            f.write("#!/bin/sh\necho 'shm single copy: from 262144 bytes'\necho version = 1 > \"$2\"\n")
+            f.write("#!/bin/sh\necho 'shm single copy, a CPU per rank: from 262144 bytes'\n"
+                    "echo 'shm single copy, ranks sharing a CPU: the ring at every size'\n"
+                    "echo version = 1 > \"$2\"\n")
         os.chmod(fake, 0o755)
         used, note = compare.calibrate(self.dir, self.dir)
         self.assertEqual(used, os.path.join(self.dir, "calibration"))
-        self.assertIn("shm single copy: from 262144 bytes", note)
+        self.assertIn("a CPU per rank: from 262144 bytes", note)
+        self.assertIn("ranks sharing a CPU: the ring at every size", note)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "absent.cal")))
 
     def test_nothing_to_measure_with_is_the_built_in_model(self):
