@@ -60,6 +60,12 @@ TEST_CASE("simulated streams of two processes order each other through shared me
   REQUIRE(handle.ok());
   void* shared = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   REQUIRE(shared != MAP_FAILED);
+  // Unmapped last, after the stream below is gone: a stream still waiting on the flag (the child
+  // failed) must not poll unmapped memory.
+  struct Unmap {
+    void* p;
+    ~Unmap() { munmap(p, 4096); }
+  } unmap{shared};
   auto flags = device->RegisterHost(shared, 4096);
   REQUIRE(flags.ok());
   auto* ready = static_cast<uint32_t*>(shared);
@@ -98,7 +104,6 @@ TEST_CASE("simulated streams of two processes order each other through shared me
   size_t wrong = 0;
   for (size_t i = 0; i < kBytes; ++i) wrong += got[i] != static_cast<uint8_t>(i * 13 + 5);
   CHECK(wrong == 0);
-  munmap(shared, 4096);
 }
 
 TEST_CASE("a simulated IPC handle that is not one is refused", "[device]") {
