@@ -78,12 +78,17 @@ def decode_table(text, size):
     return [distinct[int(i)] for i in indices]
 
 
-def exchange_table(store, rank, size):
+def publish(store, rank, size):
+    """The checks both exchanges start with (size agreed, rank claimed once), then the record."""
     if store.compare_set("comm/nranks", "", str(size)) != str(size).encode():
         raise RuntimeError("nranks disagree")
     if store.add(f"comm/claim/{rank}", 1) != 1:
         raise RuntimeError(f"rank {rank} claimed twice")
     store.set(f"comm/peer/{rank}", record_of(rank))
+
+
+def exchange_table(store, rank, size):
+    publish(store, rank, size)
     if store.add("comm/peers_joined", 1) == size:
         records = store.multi_get([f"comm/peer/{r}" for r in range(size)])
         table = encode_table(records)
@@ -96,11 +101,7 @@ def exchange_table(store, rank, size):
 
 
 def exchange_all(store, rank, size):
-    if store.compare_set("comm/nranks", "", str(size)) != str(size).encode():
-        raise RuntimeError("nranks disagree")
-    if store.add(f"comm/claim/{rank}", 1) != 1:
-        raise RuntimeError(f"rank {rank} claimed twice")
-    store.set(f"comm/peer/{rank}", record_of(rank))
+    publish(store, rank, size)
     keys = [f"comm/peer/{r}" for r in range(size)]
     store.wait(keys)
     return None, list(enumerate(store.multi_get(keys)))
