@@ -4,9 +4,9 @@
 // progress thread that drives host transports and talks to streams through flags, staging
 // buffers, abort, timeouts) is most of the CUDA work and must be tested on every change, but CI
 // has no GPU. Two implementations stand behind this interface:
-// - CudaDevice (cuda_device.h): the CUDA runtime, driver entry points for the stream memory
+// - OpenCudaDevice (cuda_device.h): the CUDA runtime, driver entry points for the stream memory
 //   operations, and kernels/cuda for reductions. Tested on the GPU machine only.
-// - SimulatedDevice (simulated_device.h): a CPU SIMULATION of the same semantics (streams are
+// - NewSimulatedDevice (simulated_device.h): a CPU SIMULATION of the same semantics (streams are
 //   in-order worker threads, events are counters, memory operations are atomics on shared
 //   memory, kernels are kernels/cpu). It lets CI exercise the machinery above the seam; it proves
 //   nothing about CUDA itself and never replaces the GPU tests.
