@@ -4,7 +4,8 @@
 #   2. nvcc is CUDA 13 (the GPU machine's driver 580 runs CUDA 13.0 binaries);
 #   3. every nvcc object carries sm_90 machine code and compute_90 PTX (tests/gpu/fatbin_archs.py
 #      reads the fat binary's entries);
-#   4. every GPU binary is linked without libcudart.so (the GPU machine has none of it);
+#   4. every GPU binary is linked without libcudart.so (the GPU machine has none of it) and
+#      carries the sm_90 code;
 #   5. every GPU binary, run here without a GPU, says so and exits 77 (skipped), not crash or pass.
 # Usage: cuda_build_test.sh fatbin_archs.py [--objects O... --binaries B...]
 set -uo pipefail
@@ -51,6 +52,8 @@ for bin in "${binaries[@]}"; do
   if readelf -d "$bin" | grep -q "NEEDED.*libcudart"; then
     fail "$name links libcudart.so dynamically; the GPU machine has none"
   fi
+  archs=$(python3 "$parser" "$bin" 2>&1)
+  echo "$archs" | grep -qx "sm_90 elf" || fail "$name carries no sm_90 machine code (the kernels were not linked in): $archs"
   out=$("$bin" 2>&1)
   rc=$?
   if [ -e /dev/nvidia0 ]; then
