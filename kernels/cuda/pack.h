@@ -114,6 +114,43 @@ BRAID_HOST_DEVICE void ReduceShare(T* out, T* copy, const T* a, const T* b, size
       });
 }
 
+// The inputs of a many-input reduction, passed to a kernel by value. Eight: the most ranks that
+// share one GPU in braid's tests (1, 2, 4, 8); more inputs reduce in several passes.
+constexpr int kMaxInputs = 8;
+template <typename T>
+struct Inputs {
+  const T* ptr[kMaxInputs];
+  int count;
+};
+
+// out[i] = in[0][i] op in[1][i] op ... op in[n-1][i], folded left in input order: the order
+// every rank uses, so ranks that each reduce all peers' chunks (one-shot allreduce) get the same
+// bits, and the order a chain of two-input reductions gives. out may be exactly one of the
+// inputs (each element or pack is read from every input before it is written).
+template <typename T, typename Op>
+BRAID_HOST_DEVICE void ReduceManyShare(T* out, const Inputs<T>& in, size_t count, size_t worker, size_t workers) {
+  const Op op{};
+  const uintptr_t offset = OffsetIn16(out);
+  bool same = true;
+  for (int k = 0; k < in.count; ++k) same = same && OffsetIn16(in.ptr[k]) == offset;
+  const PackSplit split = SplitIntoPacks<T>(count, offset, same);
+  ForShare<T>(
+      split, count, worker, workers,
+      [&](size_t i) {
+        T acc = in.ptr[0][i];
+        for (int k = 1; k < in.count; ++k) acc = op(acc, in.ptr[k][i]);
+        out[i] = acc;
+      },
+      [&](size_t i) {
+        Pack<T> acc = LoadPack(in.ptr[0] + i);
+        for (int k = 1; k < in.count; ++k) {
+          const Pack<T> x = LoadPack(in.ptr[k] + i);
+          for (size_t e = 0; e < Pack<T>::kCount; ++e) acc.v[e] = op(acc.v[e], x.v[e]);
+        }
+        StorePack(out + i, acc);
+      });
+}
+
 // buf[i] = DivideBy(buf[i], divisor): kAvg's final step.
 template <typename T>
 BRAID_HOST_DEVICE void DivideShare(T* buf, size_t count, int divisor, size_t worker, size_t workers) {

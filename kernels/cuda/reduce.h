@@ -31,6 +31,12 @@ Status LaunchReduce(DataType type, ReduceOp op, void* out, const void* a, const 
 Status LaunchReduceCopy(DataType type, ReduceOp op, void* out, void* copy, const void* a, const void* b,
                         size_t count, cudaStream_t stream);
 
+// out[i] = inputs[0][i] op inputs[1][i] op ... op inputs[n-1][i], folded left in input order
+// (one-shot allreduce: each rank reduces every peer's chunk; every rank folds in the same order
+// and gets the same bits). 1 <= n_inputs <= 8; out may be exactly one of the inputs.
+Status LaunchReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n_inputs,
+                        size_t count, cudaStream_t stream);
+
 // buf[i] = buf[i] / divisor (kAvg's last step; divisor >= 1, the communicator size).
 Status LaunchDivide(DataType type, void* buf, size_t count, int divisor, cudaStream_t stream);
 

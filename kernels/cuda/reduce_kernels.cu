@@ -24,6 +24,11 @@ __global__ void ReduceKernel(T* out, T* copy, const T* a, const T* b, size_t cou
   ReduceShare<T, Op>(out, copy, a, b, count, Worker(), Workers());
 }
 
+template <typename T, typename Op>
+__global__ void ReduceManyKernel(T* out, Inputs<T> inputs, size_t count) {
+  ReduceManyShare<T, Op>(out, inputs, count, Worker(), Workers());
+}
+
 template <typename T>
 __global__ void DivideKernel(T* buf, size_t count, int divisor) {
   DivideShare<T>(buf, count, divisor, Worker(), Workers());
@@ -58,8 +63,7 @@ Status CheckPointer(const void* p, size_t alignment, const char* name, const cha
   return Status::Ok();
 }
 
-Status ReduceImpl(DataType type, ReduceOp op, void* out, void* copy, const void* a, const void* b,
-                  size_t count, cudaStream_t stream, const char* what) {
+Status CheckEnums(DataType type, ReduceOp op, const char* what) {
   if (!IsValidDataType(static_cast<int>(type))) {
     return Status::InvalidArgument(std::string(what) + ": invalid datatype " +
                                    std::to_string(static_cast<int>(type)));
@@ -68,6 +72,12 @@ Status ReduceImpl(DataType type, ReduceOp op, void* out, void* copy, const void*
     return Status::InvalidArgument(std::string(what) + ": invalid reduction op " +
                                    std::to_string(static_cast<int>(op)));
   }
+  return Status::Ok();
+}
+
+Status ReduceImpl(DataType type, ReduceOp op, void* out, void* copy, const void* a, const void* b,
+                  size_t count, cudaStream_t stream, const char* what) {
+  BRAID_RETURN_IF_ERROR(CheckEnums(type, op, what));
   if (count == 0) return Status::Ok();
   const size_t size = DataTypeSize(type);
   BRAID_RETURN_IF_ERROR(CheckPointer(out, size, "the output", what));
@@ -97,6 +107,35 @@ Status LaunchReduceCopy(DataType type, ReduceOp op, void* out, void* copy, const
                         size_t count, cudaStream_t stream) {
   if (count != 0 && copy == nullptr) return Status::InvalidArgument("reduce-copy: the copy output is null");
   return ReduceImpl(type, op, out, copy, a, b, count, stream, "reduce-copy");
+}
+
+Status LaunchReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n_inputs,
+                        size_t count, cudaStream_t stream) {
+  BRAID_RETURN_IF_ERROR(CheckEnums(type, op, "reduce-many"));
+  if (n_inputs < 1 || n_inputs > kMaxInputs) {
+    return Status::InvalidArgument("reduce-many: " + std::to_string(n_inputs) + " inputs (1 to " +
+                                   std::to_string(kMaxInputs) + " per launch)");
+  }
+  if (count == 0) return Status::Ok();
+  if (inputs == nullptr) return Status::InvalidArgument("reduce-many: the input list is null");
+  const size_t size = DataTypeSize(type);
+  BRAID_RETURN_IF_ERROR(CheckPointer(out, size, "the output", "reduce-many"));
+  for (int k = 0; k < n_inputs; ++k) {
+    const std::string name = "input " + std::to_string(k);
+    BRAID_RETURN_IF_ERROR(CheckPointer(inputs[k], size, name.c_str(), "reduce-many"));
+  }
+  DispatchElement(type, [&](auto element) {
+    using T = typename decltype(element)::Type;
+    Inputs<T> in{};
+    in.count = n_inputs;
+    for (int k = 0; k < n_inputs; ++k) in.ptr[k] = static_cast<const T*>(inputs[k]);
+    DispatchOp(op, [&](auto functor) {
+      using Op = typename decltype(functor)::Type;
+      ReduceManyKernel<T, Op><<<Blocks(count, Pack<T>::kCount), kThreads, 0, stream>>>(static_cast<T*>(out), in,
+                                                                                       count);
+    });
+  });
+  return LaunchStatus("reduce-many");
 }
 
 Status LaunchDivide(DataType type, void* buf, size_t count, int divisor, cudaStream_t stream) {

@@ -116,6 +116,50 @@ void CheckReductions(Checks& checks, cudaStream_t stream, bool quick) {
   }
 }
 
+// One-shot's kernel: n device buffers folded left into one, against chained kernels/cpu calls.
+void CheckReduceMany(Checks& checks, cudaStream_t stream, bool quick) {
+  std::mt19937_64 rng(4);
+  const size_t count = quick ? 1001 : (size_t{1} << 20) + 5;
+  for (DataType type : kTypes) {
+    const size_t size = DataTypeSize(type);
+    for (ReduceOp op : kOps) {
+      for (int n : {1, 2, 8}) {
+        std::vector<std::vector<uint8_t>> data;
+        std::vector<uint8_t*> device(n);
+        for (int k = 0; k < n; ++k) {
+          data.push_back(MakeInput(type, count, rng));
+          device[k] = DeviceBytes(checks, count * size);
+          cudaMemcpy(device[k], data[k].data(), count * size, cudaMemcpyHostToDevice);
+        }
+        std::vector<uint8_t> expected = data[0];
+        for (int k = 1; k < n; ++k) {
+          kernels::ReduceInto(type, op, expected.data(), expected.data(), data[k].data(), count);
+        }
+        uint8_t* out = DeviceBytes(checks, count * size);
+        std::vector<const void*> inputs(device.begin(), device.end());
+        const Status launched = kernels::cuda::LaunchReduceMany(type, op, out, inputs.data(), n, count, stream);
+        cudaStreamSynchronize(stream);
+        std::vector<uint8_t> got(count * size);
+        cudaMemcpy(got.data(), out, count * size, cudaMemcpyDeviceToHost);
+        const std::string what = std::string(DataTypeName(type)) + " " + ReduceOpName(op) + " of " +
+                                 std::to_string(n) + " inputs";
+        checks.Expect(launched.ok(), what + ": " + launched.ToString());
+        const std::string diff = FirstMismatch(type, expected.data(), got.data(), count);
+        checks.Expect(diff.empty(), what + ": " + diff);
+        for (uint8_t* p : device) cudaFree(p);
+        cudaFree(out);
+      }
+    }
+  }
+  const void* none[1] = {nullptr};
+  const auto nine = kernels::cuda::LaunchReduceMany(DataType::kFloat32, ReduceOp::kSum, reinterpret_cast<void*>(16),
+                                                    none, 9, 4, stream);
+  checks.Expect(nine.code() == Code::kInvalidArgument, "9 inputs: " + nine.ToString());
+  const auto null_input = kernels::cuda::LaunchReduceMany(DataType::kFloat32, ReduceOp::kSum,
+                                                          reinterpret_cast<void*>(16), none, 1, 4, stream);
+  checks.Expect(null_input.code() == Code::kInvalidArgument, "a null input: " + null_input.ToString());
+}
+
 void CheckCopy(Checks& checks, cudaStream_t stream) {
   std::mt19937_64 rng(2);
   for (size_t bytes : {size_t{1}, size_t{17}, size_t{4096}, size_t{(1 << 22) + 5}}) {
@@ -171,6 +215,7 @@ int main(int argc, char** argv) {
   const cudaError_t created = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (!checks.Expect(created == cudaSuccess, "cudaStreamCreateWithFlags: " + CudaText(created))) return checks.Finish();
   CheckReductions(checks, stream, quick);
+  CheckReduceMany(checks, stream, quick);
   CheckCopy(checks, stream);
   CheckRefusals(checks, stream);
   cudaStreamDestroy(stream);

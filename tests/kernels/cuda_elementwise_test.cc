@@ -123,6 +123,58 @@ TEST_CASE("CUDA element-wise reduction code equals kernels/cpu for every dtype x
   }
 }
 
+// The many-input reduction (one-shot allreduce's kernel) against a left fold of kernels/cpu's
+// two-input ReduceInto, in input order: bit-identical, floats included.
+TEST_CASE("CUDA many-input reduction equals a left fold of kernels/cpu", "[cuda][kernels]") {
+  std::mt19937_64 rng(99);
+  for (DataType type : kAllTypes) {
+    const size_t size = DataTypeSize(type);
+    for (ReduceOp op : kAllOps) {
+      for (int n : {1, 2, 3, kMaxInputs}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{9}, size_t{33}, size_t{517}}) {
+          std::vector<std::vector<uint8_t>> data;
+          for (int k = 0; k < n; ++k) data.push_back(MakeInput(type, count, rng));
+          std::vector<uint8_t> expected = data[0];
+          expected.resize(count * size + 1);
+          for (int k = 1; k < n; ++k) {
+            kernels::ReduceInto(type, op, expected.data(), expected.data(), data[k].data(), count);
+          }
+          // offset 0: packs; 1 element: a head; input 1 shifted alone: the all-scalar path.
+          for (int layout = 0; layout < 3; ++layout) {
+            const size_t offset = layout == 0 ? 0 : size % kPackBytes == 0 ? 0 : size;
+            std::vector<std::vector<Pack<uint8_t>>> arenas(n + 1, std::vector<Pack<uint8_t>>(count * size / kPackBytes + 3));
+            std::vector<uint8_t*> in(n);
+            for (int k = 0; k < n; ++k) {
+              const size_t shift = (layout == 2 && k == 1) ? size : offset;
+              in[k] = reinterpret_cast<uint8_t*>(arenas[k].data()) + shift;
+              std::memcpy(in[k], data[k].data(), count * size);
+            }
+            uint8_t* out = reinterpret_cast<uint8_t*>(arenas[n].data()) + offset;
+            for (size_t workers : {size_t{1}, size_t{3}}) {
+              const bool ok = DispatchElement(type, [&](auto element) {
+                using T = typename decltype(element)::Type;
+                Inputs<T> inputs{};
+                inputs.count = n;
+                for (int k = 0; k < n; ++k) inputs.ptr[k] = reinterpret_cast<const T*>(in[k]);
+                DispatchOp(op, [&](auto functor) {
+                  using Op = typename decltype(functor)::Type;
+                  for (size_t w = 0; w < workers; ++w) {
+                    ReduceManyShare<T, Op>(reinterpret_cast<T*>(out), inputs, count, w, workers);
+                  }
+                });
+              });
+              REQUIRE(ok);
+              INFO(DataTypeName(type) << " " << ReduceOpName(op) << ", " << n << " inputs, count " << count
+                                      << ", layout " << layout << ", " << workers << " workers");
+              CHECK(FirstMismatch(type, expected.data(), out, count) == "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // float16 and bfloat16 against the textbook: decode both inputs exactly (double), apply the op
 // exactly or nearly so (a sum or product of two such values needs at most 48 significant bits,
 // except a bfloat16 sum across ~100 binades, where double rounds once and the rounding to
