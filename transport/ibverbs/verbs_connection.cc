@@ -285,13 +285,7 @@ RequestPtr VerbsLink::PostRecv(void* data, size_t bytes, uint64_t tag,
 Result<std::optional<Connection::Incoming>> VerbsLink::Probe() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (status_.ok() && stage_ != Stage::kUp) AdvanceSetupLocked();
-  if (status_.ok() && stage_ != Stage::kUp) {
-    if (!recvs_.empty()) {
-      return Status::Internal(Who() + ": Probe while a receive is pending on the link");
-    }
-    return std::optional<Connection::Incoming>();  // nothing can have arrived yet
-  }
-  if (status_.ok()) {
+  if (status_.ok() && stage_ == Stage::kUp) {
     PollLocked();
     DeliverLocked();  // with no receive posted, only drops the rest of a refused message
     ReturnCreditsLocked();
@@ -301,6 +295,7 @@ Result<std::optional<Connection::Incoming>> VerbsLink::Probe() {
   if (!recvs_.empty()) {
     return Status::Internal(Who() + ": Probe while a receive is pending on the link");
   }
+  if (stage_ != Stage::kUp) return std::optional<Connection::Incoming>();  // nothing yet
   if (landed_.empty()) {
     // A peer that left without sending more is a loss (Connection::Probe).
     if (PeerGoneLocked()) return status_;
