@@ -70,8 +70,10 @@ mh_exec() {
   ip netns exec "$(mh_netns "$host")" "$@"
 }
 
-# tc's token bucket on `dev` (run through `in` for a namespace): `rate` with a bucket of at least
-# 1 ms at that rate and at least one 64 KiB segmentation-offload packet, and at most 20 ms queued.
+# tc's token bucket at `rate` on `dev`, through the command prefix that follows ("ip netns exec NS"
+# inside a host, nothing on the bridge's side). The 256 KiB bucket holds a 64 KiB
+# segmentation-offload packet (a smaller one would drop them) and 2 ms at 1 Gbit/s; at most 20 ms
+# of packets wait in the queue.
 mh_shape() {
   local dev=$1 rate=$2
   shift 2
