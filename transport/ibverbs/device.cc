@@ -34,22 +34,27 @@ Result<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const VerbsApi& api, cons
   std::string seen;
   for (int d = 0; d < devices.count; ++d) {
     const std::string name = api.get_device_name(devices.list[d]);
+    // A device this process cannot open or query (permissions, a container without its
+    // /dev/infiniband node) is as good as absent: it is named in why_none and skipped.
     ibv_context* context = api.open_device(devices.list[d]);
     if (context == nullptr) {
-      return Status::SystemError("opening RDMA device " + name + ": " + Errno(errno));
+      seen += (seen.empty() ? "" : ", ") + name + " (cannot be opened: " + Errno(errno) + ")";
+      continue;
     }
     std::unique_ptr<VerbsDevice> device(new VerbsDevice(api));
     device->context_ = context;  // closed by the destructor from here on
     device->name_ = name;
     ibv_device_attr device_attr{};
     if (api.query_device(context, &device_attr) != 0) {
-      return Status::SystemError("querying RDMA device " + name + ": " + Errno(errno));
+      seen += (seen.empty() ? "" : ", ") + name + " (cannot be queried: " + Errno(errno) + ")";
+      continue;
     }
     for (int port = 1; port <= device_attr.phys_port_cnt; ++port) {  // ports count from 1
       ibv_port_attr attr{};
       if (api.query_port(context, static_cast<uint8_t>(port), &attr) != 0) {
-        return Status::SystemError("querying port " + std::to_string(port) + " of RDMA device " +
-                                   name + ": " + Errno(errno));
+        seen += (seen.empty() ? "" : ", ") + name + ":" + std::to_string(port) +
+                " (cannot be queried: " + Errno(errno) + ")";
+        continue;
       }
       seen += (seen.empty() ? "" : ", ") + name + ":" + std::to_string(port) +
               (attr.state == IBV_PORT_ACTIVE ? "" : " (not active)");
@@ -70,7 +75,7 @@ Result<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const VerbsApi& api, cons
       return device;
     }
   }
-  *why_none = "no active RDMA port selected by BRAID_IB_HCA (ports seen: " + seen + ")";
+  *why_none = "no usable active RDMA port selected by BRAID_IB_HCA (seen: " + seen + ")";
   return std::unique_ptr<VerbsDevice>();
 }
 

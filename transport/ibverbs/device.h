@@ -16,8 +16,9 @@ class VerbsDevice {
   // Opens the first active port, in device-list order then port order, that `config.hca`
   // selects, and allocates a protection domain on it. Returns null (not an error) when there is
   // no device, no active port, or BRAID_IB_HCA selects none of them; `*why_none` then says which,
-  // naming the devices seen. Errors: a device that exists but fails to open, to be queried or to
-  // give a protection domain or the GID at BRAID_IB_GID_INDEX (kSystemError naming it).
+  // naming the devices and ports seen (one that cannot be opened or queried is skipped, named
+  // with the reason). Errors (kSystemError naming the port): the selected port has no GID at
+  // BRAID_IB_GID_INDEX, or gives no protection domain.
   static Result<std::unique_ptr<VerbsDevice>> Open(const VerbsApi& api, const IbConfig& config,
                                                    std::string* why_none);
   ~VerbsDevice();

@@ -100,8 +100,10 @@ void VerbsTransport::Abort(const Status& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (aborted_.ok()) aborted_ = reason.ok() ? Status::Aborted("aborted") : reason;
   }
-  bootstrap_->Abort(reason);
+  // The links first: once the bootstrap links close, a link probing its own would take the
+  // abort for a lost peer.
   driver_->FailAll(Status::Aborted(reason.message()));
+  bootstrap_->Abort(reason);
 }
 
 }  // namespace braid::transport::ibverbs
