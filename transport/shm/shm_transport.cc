@@ -99,6 +99,18 @@ void NoteNoCrossMemory(int rank, int peer, const std::string& why, bool matters)
   }
 }
 
+// `options` with what the communicator's config decided: Config::shm_single_copy_bytes, once
+// the communicator has resolved it (algorithms/single_copy_choice.h: set, or measured on this
+// host), replaces cross_process_copy_bytes; unset (-1), as in tests that build a context by
+// hand, leaves the options as given.
+ShmOptions WithConfig(ShmOptions options, const Config& config) {
+  if (config.shm_single_copy_bytes == 0) options.cross_process_copy_bytes = kNeverCopyOnce;
+  if (config.shm_single_copy_bytes > 0) {
+    options.cross_process_copy_bytes = static_cast<uint64_t>(config.shm_single_copy_bytes);
+  }
+  return options;
+}
+
 // A handshaken link waiting for (or handed to) Connect.
 struct Link {
   int socket = -1;
@@ -698,7 +710,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const TransportContex
   }
   ::close(probe);
 
-  auto state = std::make_shared<State>(context, options);
+  auto state = std::make_shared<State>(context, WithConfig(options, context.config));
   uint32_t nonce = 0;
   if (::getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) {
     nonce = static_cast<uint32_t>(NowNs());

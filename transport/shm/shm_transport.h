@@ -53,11 +53,12 @@ namespace braid::transport::shm {
 //   memcpy, 2 thread ranks       24.9    26.1    28.2   24.6    5.2   (one copy)
 // Raw process_vm_readv costs 1.5 us per call and tops out at 11 GB/s (4 GB/s beyond the caches)
 // where memcpy does 40 (9): pinning the peer's pages is slow in this VM, while the ring stays in
-// cache and both cores copy at once. So thread ranks copy once (memcpy) from 16 KiB, and
-// processes keep to the ring unless cross_process_copy_bytes is lowered (hosts where
-// cross-memory attach is cheap). Measured with a two-process stream program kept out of the
-// tree; end to end, `braidrun -n 2 -- all_reduce_perf -b 64K -e 16M -f 4 -d float` shows the
-// effect on allreduce.
+// cache and both cores copy at once. So thread ranks copy once (memcpy) from 16 KiB, while
+// between processes it depends on the host: bench/calibrate measures both there and writes the
+// crossover (shm.single_copy_bytes), and the communicator hands it to cross_process_copy_bytes
+// through its config (algorithms/single_copy_choice.h, ShmTransport::Create). Measured with a
+// two-process stream program kept out of the tree; end to end, `braidrun -n 2 --
+// all_reduce_perf -b 64K -e 16M -f 4 -d float` shows the effect on allreduce.
 constexpr uint64_t kNeverCopyOnce = UINT64_MAX;
 
 struct ShmOptions {
@@ -67,7 +68,8 @@ struct ShmOptions {
   // Messages from this size up between thread ranks of one process are copied once (memcpy from
   // the sender's buffer); smaller ones, and everything when off, go through the ring.
   uint64_t same_process_copy_bytes = uint64_t{16} << 10;
-  // Likewise between processes, with process_vm_readv; off by default (see above).
+  // Likewise between processes, with process_vm_readv; off unless set (see above). A context
+  // whose config.shm_single_copy_bytes is set (>= 0; 0 = never) replaces it in Create.
   uint64_t cross_process_copy_bytes = kNeverCopyOnce;
   // false: never read the peer's memory (as if process_vm_readv were refused), whatever the
   // thresholds; the ring carries everything.
