@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/base/logging.h"
+#include "transport/ibverbs/verbs_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -20,6 +21,13 @@ Result<std::unique_ptr<Transport>> CreateTcp(const TransportContext& context) {
 Result<std::unique_ptr<Transport>> CreateShm(const TransportContext& context) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmTransport> transport,
                          shm::ShmTransport::Create(context));
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+// Null (skipped, with an INFO line saying why) where libibverbs or an active RDMA port is absent.
+Result<std::unique_ptr<Transport>> CreateIbverbs(const TransportContext& context) {
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<ibverbs::VerbsTransport> transport,
+                         ibverbs::VerbsTransport::Create(context));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
@@ -48,10 +56,10 @@ std::string KnownNames() {
 
 const std::vector<TransportFactory>& TransportFactories() {
   static const std::vector<TransportFactory> factories = {
-      {"cuda_ipc", nullptr},  // transport/cuda_ipc registers here (GPU peers on one host)
-      {"shm", &CreateShm},    // ranks on one host (transport/shm)
-      {"ibverbs", nullptr},   // transport/ibverbs registers here (RDMA; null when no device)
-      {"tcp", &CreateTcp},    // reaches every peer: keep it last
+      {"cuda_ipc", nullptr},        // transport/cuda_ipc registers here (GPU peers on one host)
+      {"shm", &CreateShm},          // ranks on one host (transport/shm)
+      {"ibverbs", &CreateIbverbs},  // RDMA (transport/ibverbs; null without libibverbs or a port)
+      {"tcp", &CreateTcp},          // reaches every peer: keep it last
   };
   return factories;
 }
