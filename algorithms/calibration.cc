@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
 #include <cmath>
@@ -68,6 +69,10 @@ TransportCalibration BuiltInTcp() {
 
 constexpr const char* kBuiltInSource = "built-in (measured on the development VMs, "
                                        "algorithms/calibration.cc)";
+
+// The first line of a Serialize record; the second says "file" or "built-in", the third is the
+// source, and a file's text follows.
+constexpr const char* kRecordHeader = "braid-calibration 1";
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
@@ -194,6 +199,8 @@ Result<Calibration> Calibration::Parse(const std::string& text, const std::strin
 
   Calibration calibration = BuiltIn();
   calibration.source_ = file;
+  calibration.text_ = text;
+  calibration.from_file_ = true;
   calibration.values_ = std::move(values);
   auto apply = [&](const std::string& transport, TransportCalibration base) {
     auto stated = calibration.values_.find(transport);
@@ -267,6 +274,44 @@ std::string Calibration::Fingerprint() const {
   char text[17];
   std::snprintf(text, sizeof(text), "%016" PRIx64, hash);
   return text;
+}
+
+std::string Calibration::Serialize() const {
+  std::string source = source_;
+  for (char& c : source) {
+    if (c == '\n') c = ' ';  // the source is one line of the record
+  }
+  return std::string(kRecordHeader) + "\n" + (from_file_ ? "file" : "built-in") + "\n" + source +
+         "\n" + (from_file_ ? text_ : "");
+}
+
+Result<Calibration> Calibration::Deserialize(const std::string& record,
+                                             const std::string& prefix) {
+  const size_t header_end = record.find('\n');
+  if (header_end == std::string::npos || record.compare(0, header_end, kRecordHeader) != 0) {
+    return Status::InvalidArgument("a calibration record starts with '" +
+                                   std::string(kRecordHeader) + "', this one with '" +
+                                   record.substr(0, std::min<size_t>(header_end, 40)) + "'");
+  }
+  const size_t kind_end = record.find('\n', header_end + 1);
+  const size_t source_end =
+      kind_end == std::string::npos ? std::string::npos : record.find('\n', kind_end + 1);
+  if (source_end == std::string::npos) {
+    return Status::InvalidArgument("the calibration record is cut short (" +
+                                   std::to_string(record.size()) + " bytes)");
+  }
+  const std::string kind = record.substr(header_end + 1, kind_end - header_end - 1);
+  const std::string source = prefix + record.substr(kind_end + 1, source_end - kind_end - 1);
+  if (kind == "built-in") {
+    Calibration calibration = BuiltIn();
+    calibration.source_ = source;
+    return calibration;
+  }
+  if (kind != "file") {
+    return Status::InvalidArgument("a calibration record says 'file' or 'built-in', not '" +
+                                   kind + "'");
+  }
+  return Parse(record.substr(source_end + 1), source);
 }
 
 std::string FormatCalibration(const CalibrationValues& values, const std::string& comment) {
@@ -351,8 +396,8 @@ const Calibration& ProcessCalibration() {
   return calibration;
 }
 
-LinkModel DefaultLinkModel(const char* transport, bool oversubscribed, double ranks_per_cpu) {
-  const Calibration& calibration = ProcessCalibration();
+LinkModel DefaultLinkModel(const Calibration& calibration, const char* transport,
+                           bool oversubscribed, double ranks_per_cpu) {
   const LinkModel link = calibration.Model(transport, oversubscribed, ranks_per_cpu);
   BRAID_LOG(kInfo, -1) << "cost model: " << (transport != nullptr ? transport : "tcp")
                        << (oversubscribed ? ", ranks share cores (" : ", a core per rank")

@@ -4,9 +4,9 @@
 // Why a file: the numbers (step latency, bandwidth, reduction rate, ...) are properties of the
 // machine, not of braid's code. bench/calibrate measures them and writes them to a calibration
 // file; every process reads that file once, when it creates its first communicator, and the
-// selector prices algorithms with it. Without a file the built-in table (calibration.cc, the
-// one place in the code that holds measured numbers) is used, so behaviour without a file is
-// what it always was.
+// selectors of the communicators whose rank 0 it is price algorithms with it. Without a file the
+// built-in table (calibration.cc, the one place in the code that holds measured numbers) is
+// used, so behaviour without a file is what it always was.
 //
 // Where the file is: $BRAID_CALIBRATION if set ("none": the built-in table, no file read), else
 // $XDG_CACHE_HOME/braid/calibration, else $HOME/.cache/braid/calibration. A missing file at the
@@ -21,9 +21,12 @@
 // calibrate may write keys this build does not know); everything else that does not parse
 // rejects the whole file, so a model is never half from a broken file.
 //
-// Every rank of a job must price with the same numbers, or ranks pick different algorithms for
-// the same call: give every host of a job the same file (as BRAID_ALGO must be the same on every
-// rank). The INFO line names the file and a checksum of its numbers so that a mismatch shows.
+// Every rank of a communicator must price with the same numbers, or ranks pick different
+// algorithms for the same call and wait on messages that never come. Hosts of one job may hold
+// different files (or none), so a communicator does not use each process's own: rank 0 publishes
+// its calibration (Serialize) during creation and every other rank adopts it (Deserialize;
+// core/calibration_agreement.h), and a split's children inherit their parent's. The INFO lines
+// name the file and a checksum of its numbers.
 #pragma once
 
 #include <map>
@@ -95,8 +98,21 @@ class Calibration {
   // ranks show whether they price alike.
   std::string Fingerprint() const;
 
+  // This calibration as one record for another process: where it came from and, for a file, the
+  // text that was parsed. Why the text rather than the numbers: whatever the format can state
+  // travels, keys added later included, and the receiver parses it by the same rules, so
+  // Deserialize(Serialize()) has the same numbers and Fingerprint.
+  std::string Serialize() const;
+  // The calibration a Serialize record describes; its source is `prefix` followed by the
+  // sender's ("rank 0's /shared/braid.cal"). InvalidArgument naming the problem when the record
+  // is not one (another record version, cut short) or its text does not parse here.
+  static Result<Calibration> Deserialize(const std::string& record, const std::string& prefix);
+
  private:
   std::string source_;
+  // A file's text as parsed (Serialize sends it); from_file_ is false for the built-in table.
+  std::string text_;
+  bool from_file_ = false;
   CalibrationValues values_;
   std::map<std::string, TransportCalibration> transports_;  // always has "tcp"
 };
@@ -121,8 +137,9 @@ Calibration LoadCalibrationFromEnvironment();
 const Calibration& ProcessCalibration();
 
 // The model a communicator's selector uses for a job whose slowest transport is `transport`
-// (core/communicator.cc, JobLinkModel): ProcessCalibration().Model(...). Logs the model and its
-// source at INFO.
-LinkModel DefaultLinkModel(const char* transport, bool oversubscribed, double ranks_per_cpu);
+// (core/communicator.cc, JobLinkModel): calibration.Model(...), where `calibration` is the one
+// the communicator's ranks agreed on (rank 0's). Logs the model and its source at INFO.
+LinkModel DefaultLinkModel(const Calibration& calibration, const char* transport,
+                           bool oversubscribed, double ranks_per_cpu);
 
 }  // namespace braid::algorithms

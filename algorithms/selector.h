@@ -27,8 +27,8 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/algorithm_trials.h"
-// The link model a communicator's selector is built with: DefaultLinkModel, from the process's
-// calibration.
+// The link model a communicator's selector is built with: DefaultLinkModel, from the
+// calibration its ranks agreed on (rank 0's).
 #include "algorithms/calibration.h"
 #include "core/base/status.h"
 

@@ -21,6 +21,7 @@
 #include "algorithms/registry.h"
 #include "core/base/cpu_relax.h"
 #include "core/base/logging.h"
+#include "core/calibration_agreement.h"
 #include "rendezvous/bootstrap.h"
 #include "rendezvous/prefix_store.h"
 #include "transport/fault_injection.h"
@@ -42,9 +43,11 @@ algorithms::TrialOptions TrialsOf(const Config& config) {
 
 // The cost model of the slowest transport the job needs (the last in priority order that links
 // rank 0 with some rank), so that every rank derives the same model from the same peer table and
-// therefore selects the same algorithm for every collective; with shared memory's step latency
-// for hosts that run no more ranks than they have CPUs, or for ranks that take turns on them.
-algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& peers,
+// the same calibration (rank 0's) and therefore selects the same algorithm for every collective;
+// with shared memory's step latency for hosts that run no more ranks than they have CPUs, or for
+// ranks that take turns on them.
+algorithms::LinkModel JobLinkModel(const algorithms::Calibration& calibration,
+                                   const std::vector<rendezvous::PeerRecord>& peers,
                                    const std::vector<std::unique_ptr<transport::Transport>>& transports) {
   int slowest = -1;
   for (size_t r = 1; r < peers.size(); ++r) {
@@ -58,7 +61,8 @@ algorithms::LinkModel JobLinkModel(const std::vector<rendezvous::PeerRecord>& pe
     }
   }
   const rendezvous::HostLoad load = rendezvous::BusiestHost(peers);
-  return algorithms::DefaultLinkModel(slowest >= 0 ? transports[slowest]->name() : nullptr,
+  return algorithms::DefaultLinkModel(calibration,
+                                      slowest >= 0 ? transports[slowest]->name() : nullptr,
                                       load.oversubscribed, load.ranks_per_cpu);
 }
 
@@ -194,6 +198,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   auto policy = algorithms::AlgorithmPolicy::Parse(options.config.algo);
   if (!policy.ok()) return policy.status().WithContext(who);
 
+  // Rank 0's calibration, unless the communicator inherits one (core/calibration_agreement.h).
+  if (options.calibration == nullptr) {
+    BRAID_RETURN_IF_ERROR(PublishCalibration(*options.store, options.rank, options.size, deadline));
+  }
   const bool shared = options.shared_links != nullptr;
   std::shared_ptr<LinkPool> links = std::move(options.shared_links);
   std::vector<int> pool_ranks = std::move(options.pool_ranks);
@@ -222,6 +230,11 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
     peers = std::move(exchanged).value();
     links = std::make_shared<LinkPool>(options.rank, peers, std::move(transports));
     for (int r = 0; r < options.size; ++r) pool_ranks.push_back(r);
+  }
+  if (options.calibration == nullptr) {
+    auto agreed = AgreedCalibration(*options.store, options.rank, options.size, deadline);
+    if (!agreed.ok()) return agreed.status();
+    options.calibration = std::move(agreed).value();
   }
 
   std::unique_ptr<Communicator> comm(new Communicator(std::move(options), std::move(peers),
@@ -276,8 +289,9 @@ Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerReco
       topology_(TopologyOf(peers_)),
       links_(std::move(links)),
       pool_ranks_(std::move(pool_ranks)),
+      calibration_(std::move(options.calibration)),
       selector_(size_, std::move(policy),
-                WithHosts(JobLinkModel(peers_, links_->transports()), topology_),
+                WithHosts(JobLinkModel(*calibration_, peers_, links_->transports()), topology_),
                 TrialsOf(config_)),
       store_address_(std::move(options.store_address)),
       store_host_rank_(options.store_host_rank),
@@ -420,6 +434,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
     for (const Member& m : members) options.pool_ranks.push_back(pool_ranks_[m.parent_rank]);
   }
   options.config = std::move(config);
+  options.calibration = calibration_;
   const std::string child_space = space + "/color" + std::to_string(color);
   options.comm_id = rendezvous::CommIdFromText(std::to_string(comm_id_) + "/" + child_space);
   options.secret = secret_;

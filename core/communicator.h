@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/calibration.h"
 #include "algorithms/collective.h"
 #include "algorithms/host_topology.h"
 #include "algorithms/selector.h"
@@ -77,6 +78,9 @@ class Communicator {
     // because the store is gone says so and names the rank that took it down (env://: rank 0).
     std::string store_address;
     int store_host_rank = -1;
+    // The cost model's numbers. Null: rank 0's, agreed through the store at creation
+    // (core/calibration_agreement.h); Split passes its own, so children price as their parent.
+    std::shared_ptr<const algorithms::Calibration> calibration;
   };
 
   // Rendezvous with the other ranks (checks nranks agreement and duplicate ranks, lists missing
@@ -244,6 +248,8 @@ class Communicator {
   // its lane is held for the whole of each operation.
   const std::shared_ptr<LinkPool> links_;
   const std::vector<int> pool_ranks_;  // this communicator's rank r is rank pool_ranks_[r] there
+  // Rank 0's calibration, the same on every rank (InitOptions::calibration).
+  const std::shared_ptr<const algorithms::Calibration> calibration_;
   // The job's link model (also the cost model's) and the algorithm choice; guarded by op_mutex_.
   algorithms::CachedSelector selector_;
 

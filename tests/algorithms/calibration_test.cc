@@ -22,7 +22,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/selector.h"
 #include "bindings/c/braid.h"
-#include "core/base/logging.h"
+#include "tests/harness/log_capture.h"
 
 namespace braid::algorithms {
 namespace {
@@ -82,29 +82,6 @@ class ScopedEnv {
  private:
   const char* name_;
   std::optional<std::string> old_;
-};
-
-// Logs at INFO into a fresh file for one scope; text() is what was logged so far.
-class CapturedLog {
- public:
-  explicit CapturedLog(const std::string& name)
-      : path_(TempDir() + "/" + name + ".log"),
-        level_("BRAID_DEBUG", "INFO"),
-        file_("BRAID_DEBUG_FILE", path_.c_str()) {
-    std::remove(path_.c_str());
-    ReloadLogSettings();
-  }
-  ~CapturedLog() {
-    // The scoped variables are restored after this body: reload once they are.
-    unsetenv("BRAID_DEBUG_FILE");
-    unsetenv("BRAID_DEBUG");
-    ReloadLogSettings();
-  }
-  std::string text() const { return ReadText(path_); }
-
- private:
-  std::string path_;
-  ScopedEnv level_, file_;
 };
 
 const char* kValid = R"(# a calibration written by hand
@@ -311,6 +288,64 @@ TEST_CASE("what bench/calibrate writes reads back as it was measured", "[calibra
   CHECK(empty.Fingerprint() == built_in.Fingerprint());
 }
 
+TEST_CASE("a calibration travels as a record and reads back with the same numbers",
+          "[calibration][record]") {
+  SECTION("a file: its text travels, unknown keys and all, and parses to the same numbers") {
+    const std::string text = std::string(kValid) + "shm.warp_factor = 9\n";
+    const Calibration sent = MustParse(text, "/shared/braid.cal");
+    Result<Calibration> got = Calibration::Deserialize(sent.Serialize(), "rank 0's ");
+    INFO(got.status().ToString());
+    REQUIRE(got.ok());
+    CHECK(got.value().source() == "rank 0's /shared/braid.cal");
+    CHECK(got.value().Fingerprint() == sent.Fingerprint());
+    CHECK(got.value().values() == sent.values());
+    for (const char* transport : {"shm", "tcp", "ibverbs"}) {
+      CHECK(Same(got.value().Of(transport), sent.Of(transport)));
+    }
+    // What arrived is a file again: sent on, it still carries the text.
+    CHECK(got.value().Serialize().find(text) != std::string::npos);
+  }
+  SECTION("the built-in table travels without numbers and stays the built-in table") {
+    const Calibration built_in = Calibration::BuiltIn();
+    Result<Calibration> got = Calibration::Deserialize(built_in.Serialize(), "rank 0's ");
+    REQUIRE(got.ok());
+    CHECK(got.value().source() == "rank 0's " + built_in.source());
+    CHECK(got.value().Fingerprint() == built_in.Fingerprint());
+    CHECK(got.value().values().empty());
+  }
+  SECTION("a file stating nothing is still a file, and prices as the built-in table") {
+    const Calibration sent = MustParse("version = 1\n", "empty.cal");
+    Result<Calibration> got = Calibration::Deserialize(sent.Serialize(), "");
+    REQUIRE(got.ok());
+    CHECK(got.value().source() == "empty.cal");
+    CHECK(got.value().Fingerprint() == Calibration::BuiltIn().Fingerprint());
+  }
+  SECTION("a record that is not one is refused, saying why") {
+    const std::string good = MustParse(kValid, "a.cal").Serialize();
+    struct Case {
+      std::string record;
+      std::string says;
+    };
+    const Case cases[] = {
+        {"", "starts with 'braid-calibration 1'"},
+        {"braid-calibration 2\nfile\na.cal\nversion = 1\n", "this one with 'braid-calibration 2'"},
+        {"braid-calibration 1\nfile", "cut short"},
+        {"braid-calibration 1\nfile\na.cal", "cut short"},
+        {"braid-calibration 1\nsomething\na.cal\n", "not 'something'"},
+        {"braid-calibration 1\nfile\na.cal\nversion = 1\nshm.latency_us = -1\n",
+         "a.cal:2: shm.latency_us = -1"},
+        {good.substr(0, good.find("version")), "no 'version = 1' line"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.record);
+      Result<Calibration> got = Calibration::Deserialize(c.record, "");
+      REQUIRE_FALSE(got.ok());
+      CHECK(got.status().code() == Code::kInvalidArgument);
+      CHECK_THAT(got.status().message(), Catch::Matchers::Contains(c.says));
+    }
+  }
+}
+
 TEST_CASE("the fingerprint follows the numbers", "[calibration]") {
   const Calibration built_in = Calibration::BuiltIn();
   CHECK(built_in.Fingerprint().size() == 16);
@@ -360,10 +395,10 @@ TEST_CASE("the environment's calibration: file, defaults, and a warning when a f
     ScopedEnv unset("BRAID_CALIBRATION", nullptr);
     ScopedEnv no_xdg("XDG_CACHE_HOME", nullptr);
     ScopedEnv at("HOME", home.c_str());
-    CapturedLog log("default_missing");
+    testing::LogCapture log("default_missing", "INFO");
     const Calibration calibration = LoadCalibrationFromEnvironment();
     CHECK(calibration.Fingerprint() == built_in_print);
-    const std::string text = log.text();
+    const std::string text = log.Text();
     CAPTURE(text);
     CHECK(text.find("built-in") != std::string::npos);
     CHECK(text.find("no calibration file at " + home + "/.cache/braid/calibration") !=
@@ -377,25 +412,25 @@ TEST_CASE("the environment's calibration: file, defaults, and a warning when a f
     WriteText(cache + "/braid/calibration", kValid);
     ScopedEnv unset("BRAID_CALIBRATION", nullptr);
     ScopedEnv xdg("XDG_CACHE_HOME", cache.c_str());
-    CapturedLog log("default_present");
+    testing::LogCapture log("default_present", "INFO");
     const Calibration calibration = LoadCalibrationFromEnvironment();
     CHECK(calibration.source() == cache + "/braid/calibration");
     CHECK(calibration.Of("shm").latency_us == 3.5);
-    CHECK(log.text().find("cost model calibration: " + cache + "/braid/calibration (checksum " +
+    CHECK(log.Text().find("cost model calibration: " + cache + "/braid/calibration (checksum " +
                           calibration.Fingerprint() + ")") != std::string::npos);
   }
   SECTION("BRAID_CALIBRATION=none: the built-in table without looking") {
     ScopedEnv none("BRAID_CALIBRATION", "none");
-    CapturedLog log("none");
+    testing::LogCapture log("none", "INFO");
     CHECK(LoadCalibrationFromEnvironment().Fingerprint() == built_in_print);
-    CHECK(log.text().find("BRAID_CALIBRATION=none") != std::string::npos);
+    CHECK(log.Text().find("BRAID_CALIBRATION=none") != std::string::npos);
   }
   SECTION("a named file that is missing: WARN naming it, then the built-in table") {
     const std::string missing = TempDir() + "/not_there.cal";
     ScopedEnv named("BRAID_CALIBRATION", missing.c_str());
-    CapturedLog log("named_missing");
+    testing::LogCapture log("named_missing", "INFO");
     CHECK(LoadCalibrationFromEnvironment().Fingerprint() == built_in_print);
-    const std::string text = log.text();
+    const std::string text = log.Text();
     CAPTURE(text);
     CHECK(text.find("WARN") != std::string::npos);
     CHECK(text.find(missing) != std::string::npos);
@@ -405,10 +440,10 @@ TEST_CASE("the environment's calibration: file, defaults, and a warning when a f
     const std::string path = TempDir() + "/malformed.cal";
     WriteText(path, "version = 1\nshm.latency_us = 2\ntcp.bandwidth_gbps = nan\n");
     ScopedEnv named("BRAID_CALIBRATION", path.c_str());
-    CapturedLog log("malformed");
+    testing::LogCapture log("malformed", "INFO");
     const Calibration calibration = LoadCalibrationFromEnvironment();
     CHECK(calibration.Fingerprint() == built_in_print);  // nothing of a broken file is used
-    const std::string text = log.text();
+    const std::string text = log.Text();
     CAPTURE(text);
     CHECK(text.find("WARN") != std::string::npos);
     CHECK(text.find(path + ":3:") != std::string::npos);
@@ -417,10 +452,10 @@ TEST_CASE("the environment's calibration: file, defaults, and a warning when a f
     const std::string path = TempDir() + "/newer.cal";
     WriteText(path, "version = 1\nshm.latency_us = 2\nshm.warp_factor = 9\n");
     ScopedEnv named("BRAID_CALIBRATION", path.c_str());
-    CapturedLog log("unknown_key");
+    testing::LogCapture log("unknown_key", "INFO");
     const Calibration calibration = LoadCalibrationFromEnvironment();
     CHECK(calibration.Of("shm").latency_us == 2);
-    const std::string text = log.text();
+    const std::string text = log.Text();
     CAPTURE(text);
     CHECK(text.find(path + ":3: unknown key 'shm.warp_factor'") != std::string::npos);
   }
@@ -433,13 +468,13 @@ TEST_CASE("a communicator prices with the file BRAID_CALIBRATION names, read onc
   // A 1-rank job has no transport (tcp's numbers) and a core per rank.
   WriteText(path, "version = 1\ntcp.latency_us_core_per_rank = 123.5\n");
   ScopedEnv named("BRAID_CALIBRATION", path.c_str());
-  CapturedLog log("process");
+  testing::LogCapture log("process", "INFO");
   braidUniqueId id;
   REQUIRE(braidGetUniqueId(&id) == braidSuccess);
   braidComm_t comm = nullptr;
   REQUIRE(braidCommInitRank(&comm, 1, id, 0) == braidSuccess);
   braidCommDestroy(comm);
-  std::string text = log.text();
+  std::string text = log.Text();
   CAPTURE(text);
   CHECK(text.find("cost model calibration: " + path) != std::string::npos);
   CHECK(text.find("cost model: tcp, a core per rank: latency 123.5 us") != std::string::npos);
@@ -454,7 +489,7 @@ TEST_CASE("a communicator prices with the file BRAID_CALIBRATION names, read onc
   REQUIRE(braidCommInitRank(&comm, 1, id, 0) == braidSuccess);
   braidCommDestroy(comm);
   CHECK(ProcessCalibration().source() == path);
-  text = log.text();
+  text = log.Text();
   CHECK(text.find(other) == std::string::npos);
   CHECK(text.find("latency 7 us") == std::string::npos);
 }
