@@ -12,6 +12,17 @@ struct BinomialTree {
   std::vector<int> children;  // largest subtree first (broadcast order; reduce reverses it)
 };
 
+// The lowest set bit of relative rank v: the size of the subtree v heads before it is clipped at
+// `size`, and the distance to its parent. For the root (v == 0), the smallest power of two >=
+// `size`, so that every relative rank is below it. The binomial gather and scatter move whole
+// subtrees' blocks with it.
+inline int BinomialLowBit(int v, int size) {
+  if (v != 0) return v & -v;
+  int bit = 1;
+  while (bit < size) bit <<= 1;
+  return bit;
+}
+
 inline BinomialTree MakeBinomialTree(int rank, int size, int root) {
   const int v = (rank - root + size) % size;
   int low_bit = 1;

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/binomial_tree.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/fan_primitives.h"
 #include "algorithms/gather.h"
@@ -32,20 +33,6 @@ namespace braid::algorithms {
 namespace {
 
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;
-
-// Lowest set bit of v; for the root (v == 0) a power of two >= n, so all ranks are below it.
-int LowBit(int v, int n) {
-  if (v != 0) return v & -v;
-  int bit = 1;
-  while (bit < n) bit <<= 1;
-  return bit;
-}
-
-int Log2(int power_of_two) {
-  int k = 0;
-  while ((1 << k) < power_of_two) ++k;
-  return k;
-}
 
 }  // namespace
 
@@ -64,9 +51,9 @@ Status BinomialGather(const CollectiveContext& ctx, const CollectiveArgs& args) 
   }
 
   const int v = (ctx.rank - root + n) % n;
-  const int low = LowBit(v, n);
+  const int low = BinomialLowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
-  const int levels = Log2(LowBit(0, n));
+  const int levels = cost::CeilLog2(BinomialLowBit(0, n));
   const bool leaf = subtree == 1;
   const int parent = v == 0 ? -1 : (v - low + root + n) % n;
 
@@ -81,12 +68,13 @@ Status BinomialGather(const CollectiveContext& ctx, const CollectiveArgs& args) 
     const size_t len = std::min(slice_elems, count - first);  // one block's slice, the stride
     for (int m = 1; m < low && v + m < n; m <<= 1) {
       const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
-      round.Recv((v + m + root) % n, j * levels + Log2(m), scratch, Span{m * len, blocks * len});
+      round.Recv((v + m + root) % n, j * levels + cost::CeilLog2(m), scratch,
+                 Span{m * len, blocks * len});
     }
     if (!leaf) std::memcpy(scratch, in + first * elem, len * elem);
     BRAID_RETURN_IF_ERROR(round.Wait());
     if (v != 0) {
-      const uint64_t message = j * levels + Log2(low);
+      const uint64_t message = j * levels + cost::CeilLog2(low);
       if (leaf) {
         round.Send(parent, message, in, Span{first, len});
       } else {

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/binomial_tree.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/fan_primitives.h"
 #include "algorithms/scatter.h"
@@ -33,20 +34,6 @@ namespace braid::algorithms {
 namespace {
 
 constexpr size_t kMaxScratchBytes = size_t{32} << 20;
-
-// Lowest set bit of v; for the root (v == 0) a power of two >= n, so all ranks are below it.
-int LowBit(int v, int n) {
-  if (v != 0) return v & -v;
-  int bit = 1;
-  while (bit < n) bit <<= 1;
-  return bit;
-}
-
-int Log2(int power_of_two) {
-  int k = 0;
-  while ((1 << k) < power_of_two) ++k;
-  return k;
-}
 
 }  // namespace
 
@@ -65,9 +52,9 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
   }
 
   const int v = (ctx.rank - root + n) % n;
-  const int low = LowBit(v, n);
+  const int low = BinomialLowBit(v, n);
   const int subtree = std::min(low, n - v);  // relative ranks [v, v + subtree)
-  const int levels = Log2(LowBit(0, n));
+  const int levels = cost::CeilLog2(BinomialLowBit(0, n));
   const bool leaf = subtree == 1;
   const int parent = (v - low + root + n) % n;  // only for v != 0
 
@@ -86,7 +73,7 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
                     len * elem);
       }
     } else {
-      const uint64_t message = j * levels + Log2(low);
+      const uint64_t message = j * levels + cost::CeilLog2(low);
       if (leaf) {
         round.Recv(parent, message, out, Span{first, len});
       } else {
@@ -94,10 +81,11 @@ Status BinomialScatter(const CollectiveContext& ctx, const CollectiveArgs& args)
       }
       BRAID_RETURN_IF_ERROR(round.Wait());
     }
-    for (int m = LowBit(0, n) / 2; m >= 1; m >>= 1) {
+    for (int m = BinomialLowBit(0, n) / 2; m >= 1; m >>= 1) {
       if (m >= low || v + m >= n) continue;
       const size_t blocks = static_cast<size_t>(std::min(m, n - (v + m)));
-      round.Send((v + m + root) % n, j * levels + Log2(m), scratch, Span{m * len, blocks * len});
+      round.Send((v + m + root) % n, j * levels + cost::CeilLog2(m), scratch,
+                 Span{m * len, blocks * len});
     }
     // The own block: leaves received it in place; the root in place already has it.
     if (!leaf && !(v == 0 && out == in + root * block)) {

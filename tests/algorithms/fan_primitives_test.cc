@@ -6,16 +6,12 @@
 // checked against a closed form computed here, not against another algorithm.
 //
 // Rank threads return strings; only the main thread calls Catch2 (Catch2 v2 is not thread-safe).
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,7 +19,7 @@
 #include "algorithms/fan_primitives.h"
 #include "algorithms/tag_layout.h"
 #include "tests/harness/multi_rank.h"
-#include "transport/registry.h"
+#include "tests/harness/transport_mesh.h"
 
 namespace braid::algorithms {
 namespace {
@@ -33,76 +29,24 @@ using braid::testing::RunThreads;
 
 constexpr int64_t kTimeoutMs = 20000;
 
-// `size` ranks linked pairwise over one transport; link(r, p) is rank r's connection to p.
-struct Mesh {
-  std::vector<std::unique_ptr<transport::Transport>> transports;
-  std::vector<std::vector<std::unique_ptr<transport::Connection>>> links;
-  std::string error;
-  void AbortAll(const char* why) {
-    for (auto& t : transports) t->Abort(Status::Aborted(why));
-  }
-};
-
+// `size` ranks linked pairwise over the registry's transport `name` (tests/harness).
+using Mesh = braid::testing::TransportMesh;
 Mesh MakeMesh(const std::string& name, int size) {
-  static std::atomic<uint64_t> next_id{0};
-  Mesh mesh;
-  const transport::TransportFactory* factory = nullptr;
-  for (const transport::TransportFactory& f : transport::TransportFactories()) {
-    if (name == f.name) factory = &f;
-  }
-  if (factory == nullptr || factory->create == nullptr) {
-    mesh.error = name + " is not built";
-    return mesh;
-  }
-  // One communicator id for the whole mesh, used by no other mesh of any test process.
-  const uint64_t comm_id = (static_cast<uint64_t>(getpid()) << 32) + ++next_id;
-  for (int rank = 0; rank < size; ++rank) {
-    transport::TransportContext context;
-    context.rank = rank;
-    context.size = size;
-    context.comm_id = comm_id;
-    context.config.socket_ifname = "lo";
-    auto created = factory->create(context);
-    if (!created.ok() || created.value() == nullptr) {
-      mesh.error = name + ": cannot create the transport";
-      return mesh;
-    }
-    mesh.transports.push_back(std::move(created.value()));
-  }
-  mesh.links.resize(size);
-  for (auto& row : mesh.links) row.resize(size);
-  std::vector<std::string> addresses;
-  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
-  std::mutex mutex;
-  auto results = RunThreads(
-      size,
-      [&](int r, int n) -> std::string {
-        for (int p = 0; p < n; ++p) {
-          if (p == r) continue;
-          auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTimeoutMs));
-          if (!c.ok()) return "connecting to rank " + std::to_string(p) + ": " + c.status().ToString();
-          std::lock_guard<std::mutex> lock(mutex);
-          mesh.links[r][p] = std::move(c.value());
-        }
-        return "";
-      },
-      2 * kTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("mesh set-up hung"); });
-  mesh.error = Failures(results);
-  return mesh;
+  return braid::testing::MakeTransportMesh(name, size, kTimeoutMs);
 }
 
 // One rank's CollectiveContext over the mesh: its links, its own scratch, a deadline.
 struct RankContext {
   RankContext(Mesh& mesh, int rank, uint64_t sequence, int64_t timeout_ms)
       : connect([&mesh, rank](int peer) -> Result<transport::Connection*> {
-          return mesh.links[rank][peer].get();
+          return mesh.conns[rank][peer].get();
         }),
         scratch([this](size_t bytes) -> void* {
           if (memory.size() < bytes) memory.resize(bytes);
           return memory.data();
         }) {
     ctx.rank = rank;
-    ctx.size = static_cast<int>(mesh.transports.size());
+    ctx.size = mesh.size();
     ctx.sequence = OperationSequence(TagSpace::kCollective, sequence);
     ctx.chunk_bytes = 64;  // 16 int32 per slice: every test runs many slices through the window
     ctx.deadline = Deadline::AfterMs(timeout_ms);

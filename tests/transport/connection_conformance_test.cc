@@ -9,8 +9,6 @@
 // returns null on this host (verbs without a device, cuda_ipc without a GPU) is reported and
 // skipped, except those in kMustRunHere, which every CI host has. Each rank is a Transport of its
 // own in this process; rank threads return strings, and only the main thread calls Catch2.
-#include <unistd.h>
-
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "tests/harness/multi_rank.h"
+#include "tests/harness/transport_mesh.h"
 #include "transport/registry.h"
 
 namespace braid::transport {
@@ -58,77 +57,15 @@ bool MustRunHere(const std::string& name) {
   return false;
 }
 
-// A communicator id no other mesh of this process (or of a concurrent test process) uses.
-uint64_t NewCommId() {
-  static std::atomic<uint64_t> next{0};
-  return (static_cast<uint64_t>(getpid()) << 32) + (++next);
-}
-
-// A full mesh of `size` ranks over one transport: transports[r] and conns[r][p] (null for p == r).
-struct Mesh {
-  std::vector<std::unique_ptr<Transport>> transports;
-  std::vector<std::vector<std::unique_ptr<Connection>>> conns;
-  bool unavailable = false;  // the factory said "not on this host"
-  std::string error;         // first failure, "" if all connected
-
-  Connection& operator()(int rank, int peer) { return *conns[rank][peer]; }
-  void AbortAll(const std::string& why) {
-    for (auto& t : transports) {
-      if (t != nullptr) t->Abort(Status::Aborted(why));
-    }
-  }
-};
+using Mesh = braid::testing::TransportMesh;
 
 std::vector<std::unique_ptr<Transport>> MakeTransports(const Subject& subject, int size,
                                                        std::string* error, bool* unavailable) {
-  const uint64_t comm_id = NewCommId();
-  std::vector<std::unique_ptr<Transport>> transports;
-  for (int rank = 0; rank < size; ++rank) {
-    TransportContext context;
-    context.rank = rank;
-    context.size = size;
-    context.comm_id = comm_id;
-    context.secret = "conformance-secret";
-    context.config.socket_ifname = "lo";  // TCP: loopback, as every test host has it
-    Result<std::unique_ptr<Transport>> created = subject.create(context);
-    if (!created.ok()) {
-      *error = subject.name + " factory: " + created.status().ToString();
-      return {};
-    }
-    if (created.value() == nullptr) {
-      *unavailable = true;
-      return {};
-    }
-    transports.push_back(std::move(created.value()));
-  }
-  return transports;
+  return braid::testing::MakeMeshTransports(subject.name, subject.create, size, error, unavailable);
 }
 
-// Connects every pair, each rank in its own thread (the accepting side blocks in Connect).
 Mesh MakeMesh(const Subject& subject, int size) {
-  Mesh mesh;
-  mesh.transports = MakeTransports(subject, size, &mesh.error, &mesh.unavailable);
-  if (mesh.transports.empty()) return mesh;
-  mesh.conns.resize(size);
-  for (auto& row : mesh.conns) row.resize(size);
-  std::vector<std::string> addresses;
-  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
-  std::mutex mutex;
-  auto results = RunThreads(
-      size,
-      [&](int r, int n) -> std::string {
-        for (int p = 0; p < n; ++p) {
-          if (p == r) continue;
-          auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTestTimeoutMs));
-          if (!c.ok()) return "connecting to rank " + std::to_string(p) + ": " + c.status().ToString();
-          std::lock_guard<std::mutex> lock(mutex);
-          mesh.conns[r][p] = std::move(c.value());
-        }
-        return "";
-      },
-      2 * kTestTimeoutMs, [&](const std::vector<int>&) { mesh.AbortAll("mesh set-up hung"); });
-  mesh.error = Failures(results);
-  return mesh;
+  return braid::testing::MakeTransportMesh(subject.name, subject.create, size, kTestTimeoutMs);
 }
 
 // Picks the transport under test (a Catch2 generator: each test runs once per transport) and

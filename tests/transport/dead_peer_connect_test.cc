@@ -14,15 +14,12 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/base/logging.h"
+#include "tests/harness/log_capture.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -90,34 +87,6 @@ std::unique_ptr<ChildPeer> SpawnPeer(Kind kind, int rank, uint64_t comm_id) {
   return child;
 }
 
-// Routes braid's log lines at `level` and up to a file of its own while alive.
-class LogCapture {
- public:
-  explicit LogCapture(const char* level) {
-    static int count = 0;
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/dead-peer-log-" + std::to_string(++count) + "-" +
-            std::to_string(getpid()) + ".txt";
-    setenv("BRAID_DEBUG_FILE", path_.c_str(), 1);
-    setenv("BRAID_DEBUG", level, 1);
-    ReloadLogSettings();
-  }
-  ~LogCapture() {
-    unsetenv("BRAID_DEBUG_FILE");
-    unsetenv("BRAID_DEBUG");
-    ReloadLogSettings();
-  }
-  std::string Text() const {
-    std::ifstream in(path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
- private:
-  std::string path_;
-};
-
 TEST_CASE("Connect names a peer killed before or during link set-up within 5 s",
           "[transport][dead_peer]") {
   static uint64_t comm_id = 0xDEAD0000;
@@ -168,7 +137,7 @@ TEST_CASE("probing a live peer is harmless: a late dialer still connects, withou
           "[transport][dead_peer]") {
   const Kind kind = GENERATE(Kind::kTcp, Kind::kShm);
   INFO(Name(kind));
-  LogCapture log("TRACE");
+  ::braid::testing::LogCapture log("dead-peer", "TRACE");
   auto zero = Make(kind, 0, 0xA11FE);
   auto one = Make(kind, 1, 0xA11FE);
   REQUIRE(zero.ok());

@@ -12,16 +12,13 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/base/logging.h"
+#include "tests/harness/log_capture.h"
 #include "tests/transport/shm_test_util.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/unix_socket.h"
@@ -59,34 +56,6 @@ std::string MoveData(Connection& zero_to_one, Connection& one_to_zero) {
   std::string bad = CheckPattern(in1, 0, 1);
   return bad.empty() ? CheckPattern(in0, 1, 0) : bad;
 }
-
-// Routes braid's log lines (level WARN and up) to a file of its own while alive.
-class LogCapture {
- public:
-  LogCapture() {
-    static int count = 0;
-    const char* dir = std::getenv("TEST_TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/shm-auth-log-" + std::to_string(++count) + "-" +
-            std::to_string(getpid()) + ".txt";
-    setenv("BRAID_DEBUG_FILE", path_.c_str(), 1);
-    setenv("BRAID_DEBUG", "WARN", 1);
-    ReloadLogSettings();
-  }
-  ~LogCapture() {
-    unsetenv("BRAID_DEBUG_FILE");
-    unsetenv("BRAID_DEBUG");
-    ReloadLogSettings();
-  }
-  std::string Text() const {
-    std::ifstream in(path_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
- private:
-  std::string path_;
-};
 
 // Waits up to `ms` for one frame on the non-blocking `fd`. Returns its size, 0 at end of file,
 // -1 on error or when nothing came.
@@ -138,7 +107,7 @@ TEST_CASE("shm auth: ranks holding the same secret connect and move data", "[shm
 
 TEST_CASE("shm auth: a rank holding another secret is refused, and the right one still connects",
           "[shm][auth]") {
-  LogCapture log;
+  ::braid::testing::LogCapture log("shm-auth", "WARN");
   auto listener = MakeWithSecret(1, 2, kComm, "right");
   REQUIRE(listener != nullptr);
   const std::string address = listener->LocalAddress();
@@ -224,7 +193,7 @@ TEST_CASE("shm auth: a listener that cannot prove the secret is not trusted", "[
 }
 
 TEST_CASE("shm auth: raw strangers are refused and the real pair still connects", "[shm][auth]") {
-  LogCapture log;
+  ::braid::testing::LogCapture log("shm-auth", "WARN");
   auto r0 = MakeWithSecret(0, 2, kComm, "right");
   auto r1 = MakeWithSecret(1, 2, kComm, "right");
   REQUIRE(r0 != nullptr);

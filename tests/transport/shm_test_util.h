@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/harness/transport_mesh.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/wire.h"
 
@@ -41,38 +42,17 @@ struct Mesh {
   std::string error;  // first failure, "" if all connected
 };
 
-// Connects every pair, each rank in its own thread (the accepting side blocks in Connect).
+// Connects every pair (tests/harness/transport_mesh.h: each rank in a thread of its own).
 inline Mesh ConnectMesh(std::vector<std::unique_ptr<ShmTransport>> transports) {
   Mesh mesh;
-  const int size = static_cast<int>(transports.size());
   mesh.transports = std::move(transports);
-  mesh.conns.resize(size);
-  for (auto& row : mesh.conns) row.resize(size);
   for (auto& t : mesh.transports) {
     if (t == nullptr) {
       mesh.error = "a transport could not be created";
       return mesh;
     }
   }
-  std::vector<std::string> addresses;
-  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
-  std::mutex mutex;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      for (int p = 0; p < size; ++p) {
-        if (p == r) continue;
-        auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTestTimeoutMs));
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!c.ok()) {
-          if (mesh.error.empty()) mesh.error = c.status().ToString();
-        } else {
-          mesh.conns[r][p] = std::move(c.value());
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  mesh.error = ::braid::testing::ConnectEveryPair(mesh.transports, &mesh.conns, kTestTimeoutMs);
   return mesh;
 }
 

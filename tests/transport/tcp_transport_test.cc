@@ -21,6 +21,7 @@
 
 #include "core/base/hmac_sha256.h"
 #include "core/base/net_interfaces.h"
+#include "tests/harness/transport_mesh.h"
 #include "transport/tcp/wire.h"
 
 namespace braid::transport::tcp {
@@ -59,32 +60,11 @@ std::vector<std::unique_ptr<TcpTransport>> MakeTransports(int size, uint64_t com
   return transports;
 }
 
-// Connects every pair, each rank in its own thread (the accepting side blocks in Connect).
+// Connects every pair (tests/harness/transport_mesh.h: each rank in a thread of its own).
 Mesh ConnectMesh(std::vector<std::unique_ptr<TcpTransport>> transports) {
   Mesh mesh;
-  const int size = static_cast<int>(transports.size());
   mesh.transports = std::move(transports);
-  mesh.conns.resize(size);
-  for (auto& row : mesh.conns) row.resize(size);
-  std::vector<std::string> addresses;
-  for (auto& t : mesh.transports) addresses.push_back(t->LocalAddress());
-  std::mutex mutex;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      for (int p = 0; p < size; ++p) {
-        if (p == r) continue;
-        auto c = mesh.transports[r]->Connect(p, addresses[p], Deadline::AfterMs(kTestTimeoutMs));
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!c.ok()) {
-          if (mesh.error.empty()) mesh.error = c.status().ToString();
-        } else {
-          mesh.conns[r][p] = std::move(c.value());
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  mesh.error = ::braid::testing::ConnectEveryPair(mesh.transports, &mesh.conns, kTestTimeoutMs);
   return mesh;
 }
 
