@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/base/logging.h"
+#include "rendezvous/peer_table.h"
 #include "transport/fault_injection.h"
 
 namespace braid {
@@ -15,10 +16,18 @@ transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record) {
   return info;
 }
 
+PeerRecordSource RecordsInStore(std::shared_ptr<rendezvous::Store> store) {
+  return [store = std::move(store)](int peer, Deadline deadline) {
+    return rendezvous::FetchPeer(*store, peer, deadline);
+  };
+}
+
 LinkPool::LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
-                   std::vector<std::unique_ptr<transport::Transport>> transports)
+                   std::vector<std::unique_ptr<transport::Transport>> transports,
+                   PeerRecordSource records)
     : rank_(rank),
       peers_(std::move(peers)),
+      records_(std::move(records)),
       transports_(std::move(transports)),
       by_peer_(peers_.size(), nullptr) {}
 
@@ -31,8 +40,19 @@ LinkPool::~LinkPool() {
   by_peer_.assign(by_peer_.size(), nullptr);
 }
 
+Result<const rendezvous::PeerRecord*> LinkPool::AddressesOf(int peer, Deadline deadline) {
+  if (!records_) return &peers_[static_cast<size_t>(peer)];
+  auto known = fetched_.find(peer);
+  if (known != fetched_.end()) return &known->second;
+  Result<rendezvous::PeerRecord> record = records_(peer, deadline);
+  if (!record.ok()) return record.status().WithContext("rank " + std::to_string(rank_));
+  return &fetched_.emplace(peer, std::move(record).value()).first->second;
+}
+
 Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
   if (by_peer_[peer] != nullptr) return by_peer_[peer];
+  const rendezvous::PeerRecord* record = nullptr;
+  BRAID_ASSIGN_OR_RETURN(record, AddressesOf(peer, deadline));
   const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
   const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
   // Why go on after a failure: a transport that says it can connect may still find the peer out
@@ -43,7 +63,7 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
   Status unreachable;
   const char* unreachable_over = nullptr;
   for (const auto& t : transports_) {
-    const std::string* address = peers_[peer].AddressOf(t->name());
+    const std::string* address = record->AddressOf(t->name());
     if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
     if (unreachable_over != nullptr) {
       BRAID_LOG(kInfo, rank_) << "no " << unreachable_over << " link to rank " << peer << " ("
@@ -78,6 +98,8 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
 
 Result<transport::Connection*> LinkPool::GetIfReady(int peer, Deadline deadline) {
   if (by_peer_[peer] != nullptr) return by_peer_[peer];
+  // The record is read with the caller's deadline: the claim below gives Get an expired one.
+  BRAID_RETURN_IF_ERROR(AddressesOf(peer, deadline).status());
   const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
   const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
   for (const auto& t : transports_) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "core/base/deadline.h"
 #include "core/base/status.h"
 #include "rendezvous/peer_exchange.h"
+#include "rendezvous/store.h"
 #include "transport/connection.h"
 #include "transport/transport.h"
 
@@ -32,11 +34,22 @@ namespace braid {
 // What a transport needs to know about a rank's record to decide whether it can reach it.
 transport::PeerInfo PeerInfoOf(int rank, const rendezvous::PeerRecord& record);
 
+// Where a peer's full record (its addresses) comes from when it is first linked.
+using PeerRecordSource =
+    std::function<Result<rendezvous::PeerRecord>(int peer, Deadline deadline)>;
+// The records a communicator's ranks published in `store` (rendezvous::FetchPeer).
+PeerRecordSource RecordsInStore(std::shared_ptr<rendezvous::Store> store);
+
 class LinkPool {
  public:
   // `rank` is this process's rank among `peers` (the communicator that created the transports).
+  // `peers` is the peer table (identities; their addresses need not be filled in), and a peer's
+  // addresses come from `records` when it is first linked, so a rank reads the records of the
+  // peers its algorithms use, not all n (rendezvous/peer_table.h). Null `records`: `peers` hold
+  // the full records.
   LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
-           std::vector<std::unique_ptr<transport::Transport>> transports);
+           std::vector<std::unique_ptr<transport::Transport>> transports,
+           PeerRecordSource records = nullptr);
   // Closes every link (pending requests fail), then the transports.
   ~LinkPool();
   LinkPool(const LinkPool&) = delete;
@@ -44,6 +57,8 @@ class LinkPool {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
+  // Every rank's identity (host, boot id, network namespace, CPUs, transport names); addresses
+  // only where the pool has no record source.
   const std::vector<rendezvous::PeerRecord>& peers() const { return peers_; }
   const std::vector<std::unique_ptr<transport::Transport>>& transports() const { return transports_; }
 
@@ -81,8 +96,14 @@ class LinkPool {
   void Abort(const Status& reason);
 
  private:
+  // `peer`'s full record, from records_ on the first call. Same locking as Get.
+  Result<const rendezvous::PeerRecord*> AddressesOf(int peer, Deadline deadline);
+
   const int rank_;
   const std::vector<rendezvous::PeerRecord> peers_;
+  const PeerRecordSource records_;
+  // The full records read so far, by rank; guarded by lane_.
+  std::map<int, rendezvous::PeerRecord> fetched_;
   // Fixed after construction, so Abort() may walk it from any thread.
   const std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::mutex lane_;
