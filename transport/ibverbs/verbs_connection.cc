@@ -545,11 +545,6 @@ bool VerbsLink::Sending() {
   return status_.ok() && (!sends_.empty() || stage_ != Stage::kUp);
 }
 
-bool VerbsLink::failed() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !status_.ok();
-}
-
 std::string VerbsLink::Stall(const Request* request) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string setup =

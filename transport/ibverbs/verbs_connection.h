@@ -21,16 +21,18 @@
 //   (VerbsDriver), so a rank waiting on one peer still returns credits to and feeds the others (a
 //   ring of ranks each waiting on its receive first works). A send also has to go on when its
 //   thread does not wait (it posted and moved on to other work): the credits that let its next
-//   chunks go only show up on the CQ. So while any send is unfinished, the transport's backstop
-//   thread drives every link once a millisecond (VerbsDriver::RunBackstop; tcp's io thread does
-//   the same for stalled sends); with no send in progress it sleeps.
+//   chunks go only show up on the CQ. So while any send or link set-up is unfinished, the
+//   transport's backstop thread drives every link once a millisecond (VerbsDriver::RunBackstop;
+//   tcp's io thread does the same for stalled sends); with none in progress it sleeps.
 // - Failures: an error completion fails every pending request with kRemoteError naming the peer
 //   and the verbs status; the authenticated bootstrap link made at set-up stays open and is
-//   probed while a wait makes no progress, so a peer whose process is gone is named within
-//   ~100 ms instead of after the adapter's retry timeout (or never, for a receive).
+//   probed every 20 ms while a wait makes no progress, so a peer whose process is gone is named
+//   within tens of milliseconds instead of after the adapter's retry timeout (or never, for a
+//   receive).
 //
-// Lock order: VerbsDriver::mutex_ (the link list) is never held while a link's mutex_ is taken;
-// a link's mutex_ guards all its state and the verbs calls on its QP and CQ.
+// Lock order: a link's mutex_ (all its state, the verbs calls on its QP and CQ, the calls on its
+// bootstrap link), then VerbsDriver::backstop_mutex_ (Kick); VerbsDriver::mutex_ (the link list)
+// is a leaf, never held while a link's mutex_ is taken.
 #pragma once
 
 #include <atomic>
@@ -61,7 +63,7 @@ constexpr uint32_t kSendDepth = 2 * kSlots + 4;
 
 class VerbsDriver;
 
-class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
+class VerbsLink {
  public:
   // Creates the CQ and QP (moved to INIT) and registers the ring and the header array.
   // Errors: kSystemError naming the verbs call and errno.
@@ -101,7 +103,6 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
   // Fails every pending and future request with `reason` (OK: "... was closed") and moves the
   // QP to the error state; the QP and the ring stay until destruction. Idempotent.
   void Fail(const Status& reason);
-  bool failed();
   // Whether a send or the set-up is unfinished (the backstop keeps driving while one is).
   bool Sending();
 
@@ -111,7 +112,6 @@ class VerbsLink : public std::enable_shared_from_this<VerbsLink> {
     size_t bytes = 0;
     uint64_t tag = 0;
     size_t posted = 0;  // payload bytes handed to the QP
-    bool header_posted = false;
     std::shared_ptr<Region> region;
     RequestPtr request;
   };
@@ -205,10 +205,10 @@ class VerbsDriver : public RequestDriver {
   // Fails every link's requests with `reason` (Abort).
   void FailAll(const Status& reason);
 
-  // The transport's backstop thread runs this until Stop(): while any link has a send
-  // unfinished it drives every link every kBackstopMs, otherwise it sleeps until Kick().
+  // The transport's backstop thread runs this until Stop(): while any link has a send or its
+  // set-up unfinished it drives every link once a millisecond, otherwise it sleeps until Kick().
   void RunBackstop();
-  // A send was posted: wake the backstop if it sleeps. Cheap when it is already awake.
+  // A send or a set-up was started: wake the backstop if it sleeps. Cheap when it is awake.
   void Kick();
   void Stop();
 
