@@ -108,8 +108,10 @@ class ShmTransport : public Transport {
   Result<std::unique_ptr<Connection>> Connect(int peer, const std::string& peer_address,
                                               Deadline deadline) override;
   // Fails every pending and future request and Connect with kAborted carrying `reason`'s
-  // message, and wakes every waiter (spinning, yielding or asleep on a futex) at once. Safe from
-  // any thread; idempotent (first reason wins).
+  // message, and wakes every waiter (spinning, yielding or asleep on a futex) at once. Stops
+  // listening (the control thread closes the socket), so a peer waiting for this rank to dial
+  // finds nobody there and names it instead of waiting for its deadline. Safe from any thread;
+  // idempotent (first reason wins).
   void Abort(const Status& reason) override;
 
   struct State;  // defined in shm_transport.cc
