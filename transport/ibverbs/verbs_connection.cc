@@ -332,7 +332,13 @@ bool VerbsLink::PeerGoneLocked() {
   if (bootstrap_ == nullptr || !status_.ok()) return false;
   Result<std::optional<Connection::Incoming>> boot = bootstrap_->Probe();
   if (boot.ok()) return false;
-  FailLocked(PeerGone(rank_, peer_, "its bootstrap link closed: " + boot.status().message()));
+  const std::string& said = boot.status().message();
+  if (said.find("closed the link and said why") != std::string::npos) {
+    // Alive, and broke for the reason it gave (an aborting transport's goodbye).
+    FailLocked(Status::RemoteError(Who() + ": " + said));
+  } else {
+    FailLocked(PeerGone(rank_, peer_, "its bootstrap link closed: " + said));
+  }
   return true;
 }
 
@@ -534,10 +540,10 @@ void VerbsLink::FailLocked(const Status& reason) {
   discard_left_ = 0;
 }
 
-void VerbsLink::Fail(const Status& reason) {
+void VerbsLink::Fail(const Status& reason, bool keep_bootstrap) {
   std::lock_guard<std::mutex> lock(mutex_);
   FailLocked(reason);
-  if (bootstrap_ != nullptr) bootstrap_->Close(status_);
+  if (bootstrap_ != nullptr && !keep_bootstrap) bootstrap_->Close(status_);
 }
 
 bool VerbsLink::Sending() {
@@ -631,7 +637,7 @@ Status VerbsDriver::Wait(const Request& request, Deadline deadline) {
 }
 
 void VerbsDriver::FailAll(const Status& reason) {
-  for (const auto& link : Links()) link->Fail(reason);
+  for (const auto& link : Links()) link->Fail(reason, /*keep_bootstrap=*/true);
 }
 
 void VerbsDriver::Kick() {

@@ -101,8 +101,10 @@ class VerbsLink {
   // Why `request` (one of this link's) is still pending, or "" when it is not this link's.
   std::string Stall(const Request* request);
   // Fails every pending and future request with `reason` (OK: "... was closed") and moves the
-  // QP to the error state; the QP and the ring stay until destruction. Idempotent.
-  void Fail(const Status& reason);
+  // QP to the error state; the QP and the ring stay until destruction. Closes the bootstrap link
+  // too unless `keep_bootstrap` (an aborting transport closes it itself, saying why to the peer).
+  // Idempotent.
+  void Fail(const Status& reason, bool keep_bootstrap = false);
   // Whether a send or the set-up is unfinished (the backstop keeps driving while one is).
   bool Sending();
 
@@ -202,7 +204,7 @@ class VerbsDriver : public RequestDriver {
   void Add(const std::shared_ptr<VerbsLink>& link);
   void Progress() override;
   Status Wait(const Request& request, Deadline deadline) override;
-  // Fails every link's requests with `reason` (Abort).
+  // Fails every link's requests with `reason`, leaving their bootstrap links open (Abort).
   void FailAll(const Status& reason);
 
   // The transport's backstop thread runs this until Stop(): while any link has a send or its

@@ -101,7 +101,8 @@ void VerbsTransport::Abort(const Status& reason) {
     if (aborted_.ok()) aborted_ = reason.ok() ? Status::Aborted("aborted") : reason;
   }
   // The links first: once the bootstrap links close, a link probing its own would take the
-  // abort for a lost peer.
+  // abort for a lost peer. Their bootstrap links stay open until the bootstrap transport's own
+  // abort closes them, which tells each peer why (tcp's goodbye) instead of only hanging up.
   driver_->FailAll(Status::Aborted(reason.message()));
   bootstrap_->Abort(reason);
 }

@@ -7,8 +7,11 @@
 // verbs calls go to the software model (bytes move between the processes through the model's
 // RDMA writes, in chunks and credits as on a device) and the transport must come up;
 // verbs_collectives_device_test (manual) runs on whatever device the host has and says it
-// skipped, and why, where there is none.
+// skipped, and why, where there is none. A last case kills a rank between two collectives.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -123,6 +126,41 @@ TEST_CASE("barrier and a send/recv ring over verbs, ranks in processes", "[verbs
     return "";
   });
   BRAID_CHECK_RANKS(results);
+}
+
+TEST_CASE("a rank killed between collectives over verbs: the others get braidRemoteError naming "
+          "it, without waiting out the deadline",
+          "[verbs][faults]") {
+  SKIP_WITHOUT_VERBS();
+  CommJob job = VerbsJob(3);
+  job.config.timeoutMs = 60000;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    std::vector<float> data(1 << 16, 1.0f);  // 256 KiB: two ring slots per message
+    BRAID_TRY(braidAllReduce(data.data(), data.data(), data.size(), braidFloat32, braidSum, comm,
+                             nullptr),
+              "first allreduce");
+    if (rank == 2) kill(getpid(), SIGKILL);
+    const auto start = std::chrono::steady_clock::now();
+    braidResult_t rc = braidAllReduce(data.data(), data.data(), data.size(), braidFloat32,
+                                      braidSum, comm, nullptr);
+    const auto took = std::chrono::steady_clock::now() - start;
+    const std::string why = braidGetLastError(comm);
+    if (rc != braidRemoteError) {
+      return "rank " + std::to_string(rank) + ": expected braidRemoteError, got " +
+             braidGetErrorString(rc) + ": " + why;
+    }
+    if (why.find("rank 2") == std::string::npos) {
+      return "rank " + std::to_string(rank) + ": the error does not name rank 2: " + why;
+    }
+    if (took > std::chrono::seconds(10)) {
+      return "rank " + std::to_string(rank) + ": the error took " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(took).count()) + " s";
+    }
+    return "";
+  });
+  CHECK(results[0] == "");
+  CHECK(results[1] == "");
+  CHECK(results[2] == "killed by signal 9");
 }
 
 }  // namespace
