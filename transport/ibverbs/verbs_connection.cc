@@ -235,14 +235,17 @@ Status VerbsLink::ConnectLocked(const SetupInfo& peer) {
   return Status::Ok();
 }
 
+RequestPtr VerbsLink::NewRequestLocked(const std::shared_ptr<VerbsDriver>& driver) {
+  auto request = std::make_shared<Request>(driver);
+  if (!status_.ok()) request->Complete(status_);
+  return request;
+}
+
 RequestPtr VerbsLink::PostSend(const void* data, size_t bytes, uint64_t tag,
                                const std::shared_ptr<VerbsDriver>& driver) {
-  auto request = std::make_shared<Request>(driver);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!status_.ok()) {
-    request->Complete(status_);
-    return request;
-  }
+  RequestPtr request = NewRequestLocked(driver);
+  if (request->IsDone()) return request;
   OutSend send;
   send.data = static_cast<const char*>(data);
   send.bytes = bytes;
@@ -265,12 +268,9 @@ RequestPtr VerbsLink::PostSend(const void* data, size_t bytes, uint64_t tag,
 RequestPtr VerbsLink::PostRecv(void* data, size_t bytes, uint64_t tag,
                                std::shared_ptr<LandingSink> sink,
                                const std::shared_ptr<VerbsDriver>& driver) {
-  auto request = std::make_shared<Request>(driver);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!status_.ok()) {
-    request->Complete(status_);
-    return request;
-  }
+  RequestPtr request = NewRequestLocked(driver);
+  if (request->IsDone()) return request;
   InRecv recv;
   recv.data = static_cast<char*>(data);
   recv.bytes = bytes;

@@ -142,6 +142,8 @@ class VerbsLink {
   // transition (kSystemError).
   Status ConnectLocked(const SetupInfo& peer);
   bool AdvanceSetupLocked();  // moves the set-up on as the bootstrap messages arrive
+  // A request of `driver`'s, already failed with the link's status if the link has failed.
+  RequestPtr NewRequestLocked(const std::shared_ptr<VerbsDriver>& driver);
   // Probes the bootstrap link; a closed one fails the link ("rank P is gone"): true then.
   bool PeerGoneLocked();
   bool PollLocked();          // drains the CQ
