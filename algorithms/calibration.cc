@@ -123,6 +123,13 @@ const std::vector<CalibrationKey>& CalibrationKeys() {
       {"cache_bytes", &T::cache_bytes, false, "last-level cache the ranks of a host share"},
       {"pipeline_us", &T::pipeline_us, false, "per call of a pipelined algorithm (ring, tree)"},
       {"fan_out_us", &T::fan_out_us, false, "per message a rank has in flight at once in a step"},
+      {"single_copy_bytes", &T::single_copy_bytes, false,
+       "messages from this size up between processes copied once (process_vm_readv), a CPU per "
+       "rank; 0 never"},
+      {"single_copy_bytes_shared_cores", &T::single_copy_bytes_shared_cores, false,
+       "the same where ranks share CPUs; 0 never"},
+      {"single_copy_gbps", &T::single_copy_gbps, false,
+       "GB/s per direction of 16 MiB exchanges by single copy (0: refused or not measured)"},
   };
   return keys;
 }

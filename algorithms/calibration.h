@@ -52,6 +52,12 @@ struct TransportCalibration {
   double cache_bytes = 0;                // last-level cache the ranks of a host share
   double pipeline_us = 0;                // per call of a pipelined algorithm (ring, tree)
   double fan_out_us = 0;                 // per message a rank has in flight at once in a step
+  // shm only (algorithms/single_copy_choice.h): from how many bytes a message between processes
+  // is copied once, straight out of the sender's buffer (0: never), with a CPU per rank and
+  // where ranks share CPUs, and that path's exchange rate.
+  double single_copy_bytes = 0;
+  double single_copy_bytes_shared_cores = 0;
+  double single_copy_gbps = 0;           // 0: not measured, or cross-memory attach refused
 };
 
 // The keys of TransportCalibration, in file order, with what the parser accepts.
