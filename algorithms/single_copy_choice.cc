@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace braid::algorithms {
@@ -57,10 +58,12 @@ SingleCopyChoice ChooseShmSingleCopy(int64_t configured, const Calibration& cali
     return choice;
   }
   const TransportCalibration& numbers = calibration.Of("shm");
-  choice.min_bytes = static_cast<int64_t>(shared_cores ? numbers.single_copy_bytes_shared_cores
-                                                       : numbers.single_copy_bytes);
+  const auto own = static_cast<int64_t>(numbers.single_copy_bytes);
+  const auto shared = static_cast<int64_t>(numbers.single_copy_bytes_shared_cores);
+  choice.min_bytes = !shared_cores ? own : (own > 0 && shared > 0 ? std::max(own, shared) : 0);
   const std::string cores = shared_cores ? std::to_string(ranks) + " ranks, " +
-                                               std::to_string(cpus) + " CPUs: ranks may share CPUs"
+                                               std::to_string(cpus) +
+                                               " CPUs: ranks may share CPUs, so both measurements"
                                          : std::string("a CPU per rank");
   std::string rates;
   if (numbers.single_copy_gbps > 0) {

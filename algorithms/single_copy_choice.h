@@ -15,8 +15,12 @@
 // it, so where ranks take turns on the CPUs every message waits for a switch, while the ring lets
 // the sender run ahead; calibrate measures both cases (single_copy_bytes with a CPU per rank,
 // single_copy_bytes_shared_cores with two ranks on one CPU). Which applies is decided before the
-// peers are known, so conservatively: the shared-cores one whenever the communicator has more
-// ranks than this host has CPUs online (they might all be on this host). Online, not this
+// peers are known, so conservatively: where the communicator has more ranks than this host has
+// CPUs online (they might all be on this host), single copy only from where both measurements
+// favour it. Both, because two ranks on one CPU alone over-favour it: there the ring's two copies
+// run one after the other, while ranks that share several CPUs still copy in parallel (on the
+// development VM the one-CPU pair measured single copy 1.2-1.8x faster, and 4-rank all-gathers
+// and broadcasts on its 2 CPUs ran 1.1-2.4x slower by single copy; docs/PERFORMANCE.md). Online, not this
 // process's affinity: launchers such as braidrun bind each rank to one CPU of its own, so the
 // affinity of a rank says nothing about whether ranks share CPUs.
 //

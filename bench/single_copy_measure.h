@@ -6,8 +6,8 @@
 // How: two ranks as forked processes hold two communicators each, one forced to the ring and one
 // forced to single copy (braidConfig_t::shmSingleCopyBytes 0 and 1), and alternate between them
 // round by round. Every round moves 16 MiB each way (many messages of a small size, one of 16 MiB),
-// the same buffers every time, so sizes up to a few MiB stay in the caches as a collective's
-// chunks do, and 16 MiB does not. The choice rests on the median over the rounds of each pair's
+// all posted at once as a collective streams its chunks, the same buffers every time, so sizes up
+// to a few MiB stay in the caches as a collective's chunks do, and 16 MiB does not. The choice rests on the median over the rounds of each pair's
 // ratio (a ring round and the single-copy round next to it), not on the best rounds: on a shared
 // machine the best round of each path is whichever happened to meet a quiet moment, and two
 // neighbouring rounds meet the same load (the development VM under load 13-19 gave best-round
@@ -33,8 +33,8 @@ struct SingleCopyMeasurement {
   // Empty when cross-memory attach is refused here (then `refused` says why) or a run failed.
   std::vector<SingleCopyPoint> points;
   std::string refused;
-  // The smallest measured size from which single copy's paired speedup is at least
-  // kSingleCopyMargin at that size and every larger one; 0 (never) when it is not, or when refused.
+  // The smallest measured size where single copy's paired speedup is at least kSingleCopyMargin
+  // and at no larger size below 1 / kSingleCopyMargin; 0 (never) when there is none, or refused.
   size_t min_bytes = 0;
   double single_gbps_16m = 0;  // the single-copy rate of 16 MiB messages; 0 when refused
 };

@@ -78,8 +78,18 @@ TEST_CASE("single copy choice: the measured crossover and rates, the ring, or a 
     CHECK(Says(own.why, "a CPU per rank"));
     const SingleCopyChoice shared = ChooseShmSingleCopy(-1, both, 4, 2);
     CHECK(shared.min_bytes == 0);
-    CHECK(Says(shared.why, "4 ranks, 2 CPUs: ranks may share CPUs"));
+    CHECK(Says(shared.why, "4 ranks, 2 CPUs: ranks may share CPUs, so both measurements"));
     CHECK(Says(shared.why, "the ring was faster"));
+    // Sharing CPUs takes single copy only where both measurements favour it.
+    const Calibration shared_only = File(
+        "shm.single_copy_bytes = 0\nshm.single_copy_bytes_shared_cores = 65536\n"
+        "shm.single_copy_gbps = 3\n");
+    CHECK(ChooseShmSingleCopy(-1, shared_only, 4, 2).min_bytes == 0);
+    const Calibration both_win = File(
+        "shm.single_copy_bytes = 262144\nshm.single_copy_bytes_shared_cores = 65536\n"
+        "shm.single_copy_gbps = 3\n");
+    CHECK(ChooseShmSingleCopy(-1, both_win, 4, 2).min_bytes == 262144);
+    CHECK(ChooseShmSingleCopy(-1, both_win, 2, 2).min_bytes == 262144);
     // A file from before the shared-cores key: no measurement for that case, so the ring.
     const SingleCopyChoice old = ChooseShmSingleCopy(-1, File("shm.single_copy_bytes = 4096\n"), 3, 2);
     CHECK(old.min_bytes == 0);
