@@ -74,7 +74,8 @@ SingleCopyChoice ChooseShmSingleCopy(int64_t configured, const Calibration& cali
   if (choice.min_bytes > 0) {
     found = "single copy was faster from " + Bytes(choice.min_bytes) + " up";
   } else if (numbers.single_copy_gbps > 0) {
-    found = "the ring was faster at every size measured";
+    found = shared_cores && shared > 0 ? "the ring was faster at every size with a CPU per rank"
+                                       : "the ring was faster at every size measured";
   } else {
     found = "cross-memory attach was refused there (no ptrace rights)";
   }

@@ -84,7 +84,9 @@ TEST_CASE("single copy choice: the measured crossover and rates, the ring, or a 
     const Calibration shared_only = File(
         "shm.single_copy_bytes = 0\nshm.single_copy_bytes_shared_cores = 65536\n"
         "shm.single_copy_gbps = 3\n");
-    CHECK(ChooseShmSingleCopy(-1, shared_only, 4, 2).min_bytes == 0);
+    const SingleCopyChoice refused_by_one = ChooseShmSingleCopy(-1, shared_only, 4, 2);
+    CHECK(refused_by_one.min_bytes == 0);
+    CHECK(Says(refused_by_one.why, "the ring was faster at every size with a CPU per rank"));
     const Calibration both_win = File(
         "shm.single_copy_bytes = 262144\nshm.single_copy_bytes_shared_cores = 65536\n"
         "shm.single_copy_gbps = 3\n");
