@@ -23,6 +23,7 @@
 #include "core/base/logging.h"
 #include "core/calibration_agreement.h"
 #include "rendezvous/bootstrap.h"
+#include "rendezvous/peer_table.h"
 #include "rendezvous/prefix_store.h"
 #include "transport/fault_injection.h"
 #include "transport/registry.h"
@@ -225,10 +226,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
 
     rendezvous::PeerRecord self = rendezvous::LocalPeerRecord();
     for (const auto& t : transports) self.addresses.emplace_back(t->name(), t->LocalAddress());
-    auto exchanged = rendezvous::ExchangePeers(*options.store, options.rank, options.size, self, deadline);
+    // The peer table (identities); a peer's addresses are read when it is first linked.
+    auto exchanged =
+        rendezvous::ExchangePeerTable(*options.store, options.rank, options.size, self, deadline);
     if (!exchanged.ok()) return exchanged.status();
-    peers = std::move(exchanged).value();
-    links = std::make_shared<LinkPool>(options.rank, peers, std::move(transports));
+    peers = exchanged.value().Expand();
+    links = std::make_shared<LinkPool>(options.rank, peers, std::move(transports),
+                                       RecordsInStore(options.store));
     for (int r = 0; r < options.size; ++r) pool_ranks.push_back(r);
   }
   if (options.calibration == nullptr) {

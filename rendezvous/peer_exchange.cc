@@ -9,21 +9,6 @@
 #include <string_view>
 
 namespace braid::rendezvous {
-namespace {
-
-std::string PeerKey(int rank) { return "peer/" + std::to_string(rank); }
-
-std::string ListRanks(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) out += ", ";
-    if (i == 32) return out + "... (" + std::to_string(ranks.size()) + " in all)";
-    out += std::to_string(ranks[i]);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string PeerRecord::Serialize() const {
   std::string out = "host=" + host + "\nboot_id=" + boot_id + "\nnet_ns=" + net_ns +
@@ -109,50 +94,6 @@ PeerRecord LocalPeerRecord() {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   record.cpus = cpus > 0 ? static_cast<int>(cpus) : 0;
   return record;
-}
-
-Result<std::vector<PeerRecord>> ExchangePeers(Store& store, int rank, int size,
-                                              const PeerRecord& self, Deadline deadline) {
-  const std::string who = "rank " + std::to_string(rank);
-  std::string agreed;
-  BRAID_ASSIGN_OR_RETURN(agreed, store.CompareSet("nranks", "", std::to_string(size), deadline));
-  if (agreed != std::to_string(size)) {
-    return Status::InvalidUsage(who + " was given nranks=" + std::to_string(size) +
-                                " but another rank of this communicator registered nranks=" +
-                                agreed);
-  }
-  int64_t claims = 0;
-  BRAID_ASSIGN_OR_RETURN(claims, store.Add("claim/" + std::to_string(rank), 1, deadline));
-  if (claims > 1) {
-    return Status::InvalidUsage(who + " is claimed by more than one caller: two processes (or "
-                                      "threads) were given the same rank");
-  }
-  BRAID_RETURN_IF_ERROR(store.Set(PeerKey(rank), self.Serialize(), deadline));
-
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(PeerKey(r));
-  Status waited = store.Wait(keys, deadline);
-  if (waited.code() == Code::kTimeout) {
-    std::vector<int> missing;
-    for (int r = 0; r < size; ++r) {
-      Result<bool> present = store.Check({PeerKey(r)}, Deadline::AfterMs(5000));
-      if (present.ok() && !present.value()) missing.push_back(r);
-    }
-    return Status::Timeout(who + ": timed out waiting for " + std::to_string(missing.size()) +
-                           " of " + std::to_string(size) +
-                           " ranks to join the communicator; missing ranks: " +
-                           ListRanks(missing));
-  }
-  BRAID_RETURN_IF_ERROR(waited);
-  std::vector<std::string> values;
-  BRAID_ASSIGN_OR_RETURN(values, store.MultiGet(keys, deadline));
-  std::vector<PeerRecord> peers;
-  for (int r = 0; r < size; ++r) {
-    PeerRecord record;
-    BRAID_ASSIGN_OR_RETURN(record, PeerRecord::Parse(values[r]));
-    peers.push_back(std::move(record));
-  }
-  return peers;
 }
 
 }  // namespace braid::rendezvous

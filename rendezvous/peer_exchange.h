@@ -1,14 +1,12 @@
-// The communicator's rendezvous: every rank publishes how to reach it and learns the same of
-// every other rank, through the store, with the checks that catch launch mistakes early.
+// What each rank publishes about itself at rendezvous (PeerRecord: who it is, how to reach it),
+// and what the job's records say about its hosts. rendezvous/peer_table.h exchanges them.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/base/deadline.h"
 #include "core/base/status.h"
-#include "rendezvous/store.h"
 
 namespace braid::rendezvous {
 
@@ -51,11 +49,5 @@ struct HostLoad {
   double ranks_per_cpu = 1.0;
 };
 HostLoad BusiestHost(const std::vector<PeerRecord>& peers);
-
-// Checks that every rank agrees on `size`, that no two callers claim the same `rank`, publishes
-// `self`, and waits (until `deadline`) for all ranks; returns the records indexed by rank.
-// On timeout the error lists, by number, the ranks that never arrived.
-Result<std::vector<PeerRecord>> ExchangePeers(Store& store, int rank, int size,
-                                              const PeerRecord& self, Deadline deadline);
 
 }  // namespace braid::rendezvous
