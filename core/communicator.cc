@@ -19,6 +19,7 @@
 
 #include "algorithms/collective_context.h"
 #include "algorithms/registry.h"
+#include "algorithms/single_copy_choice.h"
 #include "core/base/cpu_relax.h"
 #include "core/base/logging.h"
 #include "core/calibration_agreement.h"
@@ -219,6 +220,14 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
     context.config = options.config;
     std::vector<std::unique_ptr<transport::Transport>> transports;
     if (options.size > 1) {
+      // One copy or two for large shm messages between processes: this host's measurement.
+      const algorithms::SingleCopyChoice single_copy = algorithms::ChooseShmSingleCopy(
+          options.config.shm_single_copy_bytes, algorithms::ProcessCalibration(), options.size,
+          algorithms::OnlineCpuCount());
+      context.config.shm_single_copy_bytes = single_copy.min_bytes;
+      BRAID_LOG(kInfo, options.rank) << "shm: large messages between processes of this host: "
+                                     << algorithms::DescribeSingleCopy(single_copy.min_bytes)
+                                     << "; " << single_copy.why;
       auto created = transport::CreateTransports(context);
       if (!created.ok()) return created.status().WithContext(who + ": creating transports");
       transports = std::move(created).value();

@@ -155,9 +155,13 @@ TEST_CASE("single copy: every collective and send/recv between processes matches
   auto results = RunComms(job, RunEverything);
   BRAID_CHECK_RANKS(results);
   const std::string log = capture.Text();
-  // Every link made went by reference from its sender's side.
+  // Every link made went by reference from its sender's side, and the choice was logged.
   CHECK(LinesWith(log, kLinkByReference) >= 2 * (size - 1));
   CHECK(LinesWith(log, kLinkByRing) == 0);
+  CHECK(LinesWith(log, "shm: large messages between processes of this host: single copy "
+                       "(process_vm_readv) from " +
+                       std::string(threshold == 1 ? "1 bytes" : "4 KiB") +
+                       "; set by BRAID_SHM_SINGLE_COPY_BYTES") == size);
 }
 
 TEST_CASE("single copy refused by the kernel: the ring carries everything, results still match",
