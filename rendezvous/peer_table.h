@@ -5,10 +5,10 @@
 // thread (1024 ranks: a million records, ~150 MB of replies), while a rank links only the peers
 // its algorithms use (its two ring neighbours at init, others on first use). So each rank
 // publishes its full record (PeerRecord: identity and addresses) under peer/<rank>, learns every
-// rank's identity (host, boot id, CPUs, the names of the transports it offers: what the topology
-// and the cost model need) from one table, and reads a peer's addresses only when it first links
-// to that peer (FetchPeer). Ranks of one host share an identity, so the table costs a few bytes
-// per rank.
+// rank's identity (host, boot id, network namespace, CPUs, the names of the transports it offers:
+// what the topology and the cost model need) from one table, and reads a peer's addresses only
+// when it first links to that peer (FetchPeer). Ranks of one host share an identity, so the table
+// costs a few bytes per rank.
 //
 // Keys, under the communicator's store view: "nranks" (the agreed size), "claim/<rank>",
 // "peer/<rank>" (full records), "peers_joined" (counter), "peer_table".
