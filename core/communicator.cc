@@ -129,6 +129,14 @@ std::string Flatten(std::string text) {
   return text;
 }
 
+// The root-cause phrase of bad input: "rank 2 failed on bad input at allreduce #4 (invalid
+// argument): datatype 42 is not a braidDataType_t (0..11)". CausesFromGoodbye reads the kind and
+// the code back from its words.
+std::string BadInputPhrase(int rank, const std::string& where, Code code, const std::string& what) {
+  return "rank " + std::to_string(rank) + " failed on bad input at " + where +
+         (code == Code::kInvalidUsage ? " (invalid usage): " : " (invalid argument): ") + what;
+}
+
 }  // namespace
 
 // The record under cause/<rank>: "braid-cause 1" then one line per root cause, its fields
@@ -387,6 +395,26 @@ void Communicator::Abort() {
   Break(Status::Aborted(self.phrase));
 }
 
+Status Communicator::FailOnBadInput(const Status& bad_input, const char* op, bool numbered) {
+  if (size_ == 1) return bad_input;
+  std::lock_guard<LightLock> lock(op_mutex_);
+  const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
+  if (!CheckUsable().ok()) return bad_input;
+  Cause self;
+  self.rank = rank_;
+  self.how = FailureKind::kBadInput;
+  self.seen_by = rank_;
+  self.code = bad_input.code();
+  self.phrase = BadInputPhrase(
+      rank_, numbered ? std::string(op) + " #" + std::to_string(next_sequence_) : std::string(op),
+      self.code, bad_input.message());
+  // Before Break closes the links, as for every breaking rank: a peer that sees them close reads
+  // it, and one not linked to this rank reads it through its neighbours' records.
+  (void)PublishCauses({self}, Deadline::AfterMs(1000));
+  Break(Status(self.code, self.phrase));
+  return AsyncError();
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Config config) {
   const std::string who = "rank " + std::to_string(rank_);
   if (color < 0 && color != kNoColor) {
@@ -639,6 +667,10 @@ std::vector<Communicator::Cause> Communicator::CausesFromGoodbye(const std::stri
                phrase.find(" had not reached ") != std::string::npos) {
       c.how = FailureKind::kTimedOut;
       c.code = Code::kTimeout;
+    } else if (phrase.find(" failed on bad input at ") != std::string::npos) {
+      c.how = FailureKind::kBadInput;
+      c.code = phrase.find(" (invalid usage): ") != std::string::npos ? Code::kInvalidUsage
+                                                                      : Code::kInvalidArgument;
     } else {
       c.how = FailureKind::kFailed;
       c.code = Code::kRemoteError;
@@ -941,6 +973,60 @@ std::string DescribeCall(const CallDescription& d) {
   return out + ")";
 }
 
+// "rank 3", or "ranks 0, 1, 4".
+std::string RankList(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// The root causes of a mismatch BRAID_CHECK found on rank `rank` (`all`: every rank's call, in
+// rank order): each rank whose call differs from the one more than half of the ranks made, as
+// bad input. Why the majority: no rank can know which call the application meant, but a rank
+// whose call differs from nearly everyone's is the one to look at. Without a majority (two
+// ranks, an even split) nobody is singled out: every distinct call is listed with its ranks.
+std::string MismatchCauses(const std::vector<CallDescription>& all, int rank, uint64_t sequence) {
+  auto same = [&all](int a, int b) {
+    return std::memcmp(&all[a], &all[b], sizeof(CallDescription)) == 0;
+  };
+  std::vector<std::vector<int>> makers;  // the ranks that made each distinct call
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    auto call = std::find_if(makers.begin(), makers.end(),
+                             [&](const std::vector<int>& ranks) { return same(ranks[0], r); });
+    if (call == makers.end()) {
+      makers.push_back({r});
+    } else {
+      call->push_back(r);
+    }
+  }
+  const std::string found = " (found by BRAID_CHECK on rank " + std::to_string(rank) + ")";
+  const std::vector<int>& most = *std::max_element(
+      makers.begin(), makers.end(),
+      [](const std::vector<int>& a, const std::vector<int>& b) { return a.size() < b.size(); });
+  if (2 * most.size() <= all.size()) {
+    std::string calls;
+    for (const std::vector<int>& ranks : makers) {
+      calls += (calls.empty() ? "" : "; ") + RankList(ranks) + " called " +
+               DescribeCall(all[ranks[0]]);
+    }
+    return "the ranks disagree about collective #" + std::to_string(sequence) +
+           " and no call has a majority" + found + ": " + calls;
+  }
+  const CallDescription& meant = all[most[0]];
+  const std::string where =
+      std::string(algorithms::CollectiveName(static_cast<algorithms::Collective>(meant.kind))) +
+      " #" + std::to_string(sequence);
+  std::string causes;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    if (same(r, most[0])) continue;
+    causes += (causes.empty() ? "" : "; ") +
+              BadInputPhrase(r, where, Code::kInvalidUsage,
+                             "it called " + DescribeCall(all[r]) + " where " + RankList(most) +
+                                 " called " + DescribeCall(meant) + found);
+  }
+  return causes;
+}
+
 }  // namespace
 
 Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence) {
@@ -958,10 +1044,14 @@ Status Communicator::CompareAcrossRanks(const algorithms::CollectiveArgs& args, 
                                     "argument check"));
   for (int r = 0; r < size_; ++r) {
     if (std::memcmp(&all[r], &mine, sizeof(mine)) != 0) {
+      // Every rank finds the same mismatch in the same exchange, so none waits and none breaks:
+      // each leads with the odd rank(s) out, then says what it saw itself.
+      const std::string me = "rank " + std::to_string(rank_);
       return Status::InvalidUsage(
-          "rank " + std::to_string(rank_) + ": BRAID_CHECK found mismatched collective #" +
-          std::to_string(sequence) + ": this rank called " + DescribeCall(mine) + ", rank " +
-          std::to_string(r) + " called " + DescribeCall(all[r]));
+          MismatchCauses(all, rank_, sequence) + "; " + me + "'s own view: " + me +
+          ": BRAID_CHECK found mismatched collective #" + std::to_string(sequence) +
+          ": this rank called " + DescribeCall(mine) + ", rank " + std::to_string(r) +
+          " called " + DescribeCall(all[r]));
     }
   }
   return Status::Ok();

@@ -9,10 +9,12 @@
 // communicators are independent and may run at once from different threads, except those sharing
 // a LinkPool, which take turns (core/link_pool.h).
 //
-// Errors: bad arguments are reported without touching the communicator. A failure while data is
-// in flight (lost peer, timeout, abort) breaks it: transports are aborted so no buffer is written
-// after the call returns, the error is kept (AsyncError) and every later call fails at once with
-// that same error.
+// Errors: bad arguments found inside an operation are reported without touching the
+// communicator. A call that the binding refuses for bad input before it starts breaks it when
+// other ranks exist (FailOnBadInput: they would otherwise wait for this rank). A failure while
+// data is in flight (lost peer, timeout, abort) breaks it: transports are aborted so no buffer is
+// written after the call returns, the error is kept (AsyncError) and every later call fails at
+// once with that same error.
 //
 // Root causes (docs/FAILURES.md): a rank that breaks first works out which rank failed first and
 // how (gone, aborted by the application, timed out, bad input), writes that under cause/<rank> in
@@ -135,6 +137,16 @@ class Communicator {
 
   // Completes outstanding work (host operations are already complete) and refuses new work.
   Status Finalize();
+  // A call of this rank that the binding refused for bad input (`bad_input`: its
+  // kInvalidArgument or kInvalidUsage) before it reached the communicator: collective `op`
+  // (`numbered`: it would have been collective #next, named so) or a send or receive. Its peers
+  // may be inside that call already, or about to enter it, and would wait for this rank until
+  // their timeout; so with other ranks it breaks the communicator, first recording "rank R failed
+  // on bad input at <op> (invalid argument): <what>" as the root cause, and returns that error
+  // with `bad_input`'s code: every peer then names this rank and its input first, with that code.
+  // A communicator of one rank, or one already broken or finalized, returns `bad_input` as it is
+  // and stays as it was (nobody waits for this rank there).
+  Status FailOnBadInput(const Status& bad_input, const char* op, bool numbered);
   // Wakes every blocked wait of this communicator with Code::kAborted, at once, from any thread;
   // later calls fail immediately. First records "rank R aborted" as the root cause in the store
   // (bounded: 500 ms at most, so a lost store cannot hold up the abort), so that peers whose
@@ -206,7 +218,9 @@ class Communicator {
   // the store is lost and this communicator knows which rank hosted it.
   std::optional<Cause> StoreHostCause(const Status& store_error) const;
   // BRAID_CHECK: allgathers every rank's (collective, datatype, op, root, count) and fails with
-  // InvalidUsage naming the first rank whose call differs from this one.
+  // InvalidUsage led by the odd rank(s) out (those whose call differs from the one most ranks
+  // made: "rank 2 failed on bad input at allreduce #4 (invalid usage): it called ..."), then this
+  // rank's own view naming the first rank whose call differs from this one's.
   Status CompareAcrossRanks(const algorithms::CollectiveArgs& args, uint64_t sequence);
   // After a trial call of `args` (collective `sequence`) that took `elapsed_us`: records it and,
   // at the end of a round, sums the ranks' timings and settles the trial or starts another round.

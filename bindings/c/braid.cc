@@ -286,6 +286,26 @@ inline Status CheckCount(size_t count, size_t multiple, braidDataType_t datatype
   return Status::Ok();
 }
 
+// A collective on the live communicator `comm` refused for `bad_input`: the communicator tells
+// the peers that would wait for this call (Communicator::FailOnBadInput).
+BRAID_COLD Status RefuseCollective(braidComm_t comm, const Status& bad_input, Collective kind) {
+  return comm->impl->FailOnBadInput(bad_input, braid::algorithms::CollectiveName(kind), true);
+}
+
+// The same for a send (`is_send`) or a receive.
+BRAID_COLD Status RefuseTransfer(braidComm_t comm, const Status& bad_input, bool is_send) {
+  return comm->impl->FailOnBadInput(bad_input, is_send ? "send" : "recv", false);
+}
+
+// BRAID_RETURN_IF_ERROR for a check of a call's input once its communicator is known to be live:
+// a failure returns `refuse`(comm, the failure, `what`), a cold call, so the checks that pass
+// cost what they did.
+#define BRAID_REFUSE_IF_ERROR(expr, refuse, comm, what)                             \
+  do {                                                                              \
+    ::braid::Status braid_bad_input_ = (expr);                                      \
+    if (!braid_bad_input_.ok()) return refuse(comm, braid_bad_input_, what);        \
+  } while (0)
+
 // One collective call as braid.h received it, with what its checks need to know, named at the
 // call site (C++17 has no designated initializers, so named setters stand in for them):
 //   Call(Collective::kReduce, sendbuff, recvbuff, count, datatype).Op(op).Root(root)
@@ -360,17 +380,25 @@ __attribute__((always_inline)) inline braidResult_t Collect(braidComm_t comm, Co
     CollectiveArgs args = call.args;
     const braidDataType_t datatype = call.datatype;
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
-    BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
-    if (call.uses_op) BRAID_RETURN_IF_ERROR(CheckOp(call.op));
-    if (call.uses_root) BRAID_RETURN_IF_ERROR(CheckRank(call.root, "root", comm));
-    BRAID_RETURN_IF_ERROR(CheckCount(args.count, call.per_rank, datatype));
+    // The kind is named from `call`, whose fields are constants here, so it costs nothing until
+    // a check fails.
+    const Collective kind = call.args.kind;
+    BRAID_REFUSE_IF_ERROR(CheckDataType(datatype), RefuseCollective, comm, kind);
+    if (call.uses_op) BRAID_REFUSE_IF_ERROR(CheckOp(call.op), RefuseCollective, comm, kind);
+    if (call.uses_root) {
+      BRAID_REFUSE_IF_ERROR(CheckRank(call.root, "root", comm), RefuseCollective, comm, kind);
+    }
+    BRAID_REFUSE_IF_ERROR(CheckCount(args.count, call.per_rank, datatype), RefuseCollective, comm,
+                          kind);
     if (call.reads_send) {
-      BRAID_RETURN_IF_ERROR(CheckBuffer(args.sendbuf, "sendbuff", args.count, datatype));
+      BRAID_REFUSE_IF_ERROR(CheckBuffer(args.sendbuf, "sendbuff", args.count, datatype),
+                            RefuseCollective, comm, kind);
     }
     if (call.writes_recv) {
-      BRAID_RETURN_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype));
+      BRAID_REFUSE_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype),
+                            RefuseCollective, comm, kind);
     }
-    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    BRAID_REFUSE_IF_ERROR(CheckHostStream(stream), RefuseCollective, comm, kind);
     args.type = static_cast<braid::DataType>(datatype);
     args.op = call.uses_op ? static_cast<braid::ReduceOp>(call.op) : braid::ReduceOp::kSum;
     args.root = call.uses_root ? call.root : 0;
@@ -393,12 +421,13 @@ braidResult_t Transfer(bool is_send, const void* sendbuff, void* recvbuff, size_
                        braidDataType_t datatype, int peer, braidComm_t comm, braidStream_t stream) {
   return Guarded(comm, [&]() -> Status {
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
-    BRAID_RETURN_IF_ERROR(CheckDataType(datatype));
-    BRAID_RETURN_IF_ERROR(CheckRank(peer, "peer", comm));
-    BRAID_RETURN_IF_ERROR(CheckCount(count, 1, datatype));
-    BRAID_RETURN_IF_ERROR(is_send ? CheckBuffer(sendbuff, "sendbuff", count, datatype)
-                                  : CheckBuffer(recvbuff, "recvbuff", count, datatype));
-    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    BRAID_REFUSE_IF_ERROR(CheckDataType(datatype), RefuseTransfer, comm, is_send);
+    BRAID_REFUSE_IF_ERROR(CheckRank(peer, "peer", comm), RefuseTransfer, comm, is_send);
+    BRAID_REFUSE_IF_ERROR(CheckCount(count, 1, datatype), RefuseTransfer, comm, is_send);
+    BRAID_REFUSE_IF_ERROR(is_send ? CheckBuffer(sendbuff, "sendbuff", count, datatype)
+                                  : CheckBuffer(recvbuff, "recvbuff", count, datatype),
+                          RefuseTransfer, comm, is_send);
+    BRAID_REFUSE_IF_ERROR(CheckHostStream(stream), RefuseTransfer, comm, is_send);
     braid::Communicator::PeerTransfer transfer;
     transfer.is_send = is_send;
     transfer.peer = peer;
@@ -501,6 +530,8 @@ braidResult_t braidRecv(void* recvbuff, size_t count, braidDataType_t datatype, 
   return Transfer(false, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
+// Bad input here is returned as it is, unlike a collective's, send's or receive's: a receive from
+// any rank names no peer that waits for it, and a sender's message stays for a later receive.
 braidResult_t braidRecvAny(void* recvbuff, size_t count, braidDataType_t datatype, int* peer,
                            braidComm_t comm, braidStream_t stream) {
   return Guarded(comm, [&]() -> Status {

@@ -40,18 +40,24 @@
  *   and take turns (issue their operations in the same order on every rank). braidCommDestroy
  *   must not race any other call on the same communicator. Group state is per thread.
  *
- * Errors. braidInvalidArgument / braidInvalidUsage leave the communicator usable and nothing is
- *   sent. A failure with data in flight (a lost peer: braidRemoteError; a deadline:
- *   braidTimeout; braidCommAbort: braidAborted) breaks the communicator: no buffer is written
- *   after the failing call returns, braidCommGetAsyncError reports the error, and every later
- *   operation on it fails at once with the same code and message. Destroy it (and, with the
- *   other ranks, make a new one).
+ * Errors. A call refused for bad input (braidInvalidArgument / braidInvalidUsage) sends nothing.
+ *   On a communicator of more than one rank, a collective, Send or Recv refused so breaks it: its
+ *   peers may already be inside that call and would wait for this rank, so every rank's error
+ *   then names this rank and its input first ("rank 2 failed on bad input at allreduce #5
+ *   (invalid argument): ..."), with the refusal's code. A communicator of one rank, braidRecvAny
+ *   and a mismatch that BRAID_CHECK finds (every rank finds it at once; the message leads with
+ *   the odd rank out) stay usable. A failure with data in flight (a lost peer:
+ *   braidRemoteError; a deadline: braidTimeout; braidCommAbort: braidAborted) breaks the
+ *   communicator: no buffer is written after the failing call returns, braidCommGetAsyncError
+ *   reports the error, and every later operation on it fails at once with the same code and
+ *   message. Destroy it (and, with the other ranks, make a new one).
  *   The message leads with the root cause, the rank that failed first, on every rank (also those
  *   that only lost a link to a neighbour that gave up because of it): "rank 2 is gone (seen by
  *   rank 1); rank 0's own view: ...", "rank 3 aborted (braidCommAbort called by the
  *   application); ...", "rank 1 did not answer at allreduce #7 (frozen or gone?) ...". The code
  *   follows the root cause: braidRemoteError for a rank that is gone, braidAborted for one whose
- *   application aborted, braidTimeout for a stall (docs/FAILURES.md). */
+ *   application aborted, braidTimeout for a stall, the refusal's code for bad input
+ *   (docs/FAILURES.md). */
 #ifndef BRAID_H_
 #define BRAID_H_
 
