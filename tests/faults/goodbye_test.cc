@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bindings/c/braid.h"
+#include "tests/faults/message_reading.h"
 #include "tests/harness/free_port.h"
 #include "tests/harness/multi_rank.h"
 #include "transport/registry.h"
@@ -38,6 +39,7 @@ using braid::Deadline;
 using braid::Status;
 using braid::transport::Connection;
 using braid::transport::Transport;
+using braid::testing::FirstRankNamed;
 using braid::testing::FreePort;
 
 constexpr int64_t kTestTimeoutMs = 20000;
@@ -151,20 +153,6 @@ TEST_CASE("a link closed without a failure says no goodbye", "[faults][goodbye]"
   CHECK(Has(seen.message(), "connection to rank 0 lost"));
   CHECK_FALSE(Has(seen.message(), "said why"));
 }
-
-namespace {
-
-// The first rank a message names, or -1.
-int FirstRankNamed(const std::string& message) {
-  for (size_t at = message.find("rank "); at != std::string::npos; at = message.find("rank ", at + 1)) {
-    if (at + 5 < message.size() && std::isdigit(static_cast<unsigned char>(message[at + 5]))) {
-      return std::atoi(message.c_str() + at + 5);
-    }
-  }
-  return -1;
-}
-
-}  // namespace
 
 TEST_CASE("survivors of the env:// store host's death name it and the store",
           "[faults][rootcause][store]") {
