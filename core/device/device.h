@@ -64,6 +64,11 @@ struct IpcHandle {
   uint64_t size = 0;  // bytes of memory it names
 };
 
+// What a pointer is, for routing a call: memory the host's code may touch (kHost), memory only
+// the device's streams reach (kDevice: Allocate, cudaMalloc, managed memory), or neither known
+// (kUnknown: the implementation cannot tell; callers refuse it with a message).
+enum class PointerKind { kHost, kDevice, kUnknown };
+
 class Event {
  public:
   virtual ~Event() = default;
@@ -96,6 +101,12 @@ class Stream {
   // Blocks until all enqueued work has completed, or the deadline (kTimeout, saying what is
   // still pending).
   virtual Status Synchronize(Deadline deadline) = 0;
+
+  // The handle an application holds for this stream (a cudaStream_t on CUDA; the simulation's
+  // own token), which it passes to braid.h as braidStream_t. Never null for a stream from
+  // NewStream. Added for the device path (core/device_path); the default is for
+  // implementations that have no such handle.
+  virtual void* native() const { return nullptr; }
 };
 
 class Device {
@@ -123,6 +134,31 @@ class Device {
   // plain pointers instead).
   virtual Result<IpcHandle> Export(const Memory& memory) = 0;
   virtual Result<std::unique_ptr<Memory>> Import(const IpcHandle& handle) = 0;
+
+  // ---- for the device path (core/device_path); defaults for implementations without it ----
+
+  // Whether `ptr` is host or device memory. Never blocks on streams; cheap after the first call
+  // for an allocation (CUDA caches device allocation ranges; the simulation knows its own).
+  // Errors only for a failing device; a pointer it cannot place is kUnknown.
+  virtual Result<PointerKind> Classify(const void* ptr) {
+    (void)ptr;
+    return PointerKind::kUnknown;
+  }
+  // A Stream over the application's stream `native` (braidStream_t; null means the legacy
+  // default stream, as in NCCL) that does not own it: destroying the wrapper leaves the
+  // application's stream alone. A handle this device cannot have made is kInvalidArgument where
+  // the implementation can tell.
+  virtual Result<std::unique_ptr<Stream>> WrapStream(void* native) {
+    (void)native;
+    return Status::InvalidUsage(Describe() + " cannot wrap an application's stream");
+  }
+  // Whether the application's stream `native` (null: the legacy default stream) is being
+  // captured into a graph (cudaStreamIsCapturing), so that a call can refuse it rather than be
+  // recorded into a graph it would not replay correctly.
+  virtual Result<bool> IsCapturing(void* native) {
+    (void)native;
+    return false;
+  }
 };
 
 }  // namespace braid::device
