@@ -14,6 +14,10 @@
 #include "core/base/status.h"
 #include "transport/connection.h"
 
+namespace braid::device {
+class Device;  // core/device/device.h
+}  // namespace braid::device
+
 namespace braid::transport {
 
 // What a transport knows about the communicator it serves.
@@ -27,6 +31,9 @@ struct TransportContext {
   // is made only between parties that prove they hold it. "" = no authentication (both sides).
   std::string secret;
   Config config;
+  // The device whose buffers the communicator works on; null for a host-only communicator. Only
+  // transports for device buffers (cuda_ipc) use it: with none they are not created at all.
+  std::shared_ptr<device::Device> device;
 };
 
 // What ranks publish about themselves so others can decide how to reach them.

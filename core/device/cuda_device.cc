@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "core/device/cuda_shareable.h"
 #include "kernels/cuda/reduce.h"
 
 namespace braid::device {
@@ -211,6 +212,19 @@ class CudaDevice : public Device {
     BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     BRAID_CUDA_RETURN_IF_ERROR(cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
     return std::unique_ptr<Memory>(new CudaMemory(ordinal_, CudaMemory::Kind::kRegistered, ptr, bytes));
+  }
+
+  // Descriptor-shared memory and user-buffer export: the driver's virtual memory API, in
+  // cuda_shareable.cc.
+  Result<std::unique_ptr<Memory>> AllocateShareable(size_t bytes) override {
+    return cuda_shareable::Allocate(ordinal_, bytes);
+  }
+  Result<int> ExportFd(const Memory& memory) override { return cuda_shareable::ExportFd(memory); }
+  Result<std::unique_ptr<Memory>> ImportFd(int fd, size_t bytes) override {
+    return cuda_shareable::ImportFd(ordinal_, fd, bytes);
+  }
+  Result<AllocationRange> ExportContaining(const void* ptr, size_t bytes) override {
+    return cuda_shareable::ExportContaining(ordinal_, ptr, bytes);
   }
 
   Result<IpcHandle> Export(const Memory& memory) override {

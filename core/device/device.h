@@ -135,6 +135,52 @@ class Device {
   virtual Result<IpcHandle> Export(const Memory& memory) = 0;
   virtual Result<std::unique_ptr<Memory>> Import(const IpcHandle& handle) = 0;
 
+  // --- Memory shared by file descriptor (transport/cuda_ipc's staging buffers) ---
+  // Why descriptors and not IpcHandle: a descriptor passes over a Unix socket (SCM_RIGHTS) to a
+  // peer that proved it belongs to the communicator, and the kernel frees what it names with the
+  // last holder, however the processes end; CUDA's legacy handles are guessable bytes.
+  //
+  // Device memory another process can map through a descriptor: cuMemCreate with
+  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, reserved, mapped and made accessible here (the
+  // simulation: a memfd). size() is `bytes` rounded up to the allocation granularity (2 MiB on
+  // CUDA); zero bytes is kInvalidArgument. The defaults say the implementation has none.
+  virtual Result<std::unique_ptr<Memory>> AllocateShareable(size_t bytes) {
+    (void)bytes;
+    return Status::InvalidUsage(Describe() + " cannot allocate shareable memory");
+  }
+  // A new descriptor for memory from AllocateShareable (cuMemExportToShareableHandle), owned by
+  // the caller, who closes it once sent. Other memory is kInvalidArgument.
+  virtual Result<int> ExportFd(const Memory& memory) {
+    (void)memory;
+    return Status::InvalidUsage(Describe() + " cannot export memory as a descriptor");
+  }
+  // Maps the `bytes` (the exporter's size()) behind a peer's descriptor into this process, for
+  // this device (cuMemImportFromShareableHandle, cuMemAddressReserve, cuMemMap, cuMemSetAccess).
+  // Does not take `fd`: the caller closes it. The Memory unmaps; the allocation lives until its
+  // last mapping and descriptor are gone. A descriptor of the wrong kind or size is
+  // kInvalidArgument.
+  virtual Result<std::unique_ptr<Memory>> ImportFd(int fd, size_t bytes) {
+    (void)fd;
+    (void)bytes;
+    return Status::InvalidUsage(Describe() + " cannot import memory from a descriptor");
+  }
+
+  // --- A user's buffer (braidCommRegister) ---
+  // The IPC handle of the whole allocation (cudaMalloc's; the simulation's Allocate) that holds
+  // [ptr, ptr + bytes), and ptr's offset in it: a handle names a whole allocation, so a peer
+  // opens the base and adds the offset. Memory that is not such an allocation, or a range that
+  // runs past its end, is kInvalidArgument saying which.
+  struct AllocationRange {
+    IpcHandle handle;    // of the allocation's base; handle.size is the allocation's size
+    const void* base = nullptr;
+    uint64_t offset = 0;  // ptr - base
+  };
+  virtual Result<AllocationRange> ExportContaining(const void* ptr, size_t bytes) {
+    (void)ptr;
+    (void)bytes;
+    return Status::InvalidUsage(Describe() + " cannot export a user's buffer");
+  }
+
   // ---- for the device path (core/device_path); defaults for implementations without it ----
 
   // Whether `ptr` is host or device memory. Never blocks on streams; cheap after the first call

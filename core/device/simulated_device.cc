@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -207,20 +208,48 @@ class PlainMemory : public Memory {
   std::function<void()> release_;
 };
 
+// Every live memfd allocation of this process by address, as CUDA knows every cudaMalloc
+// allocation: ExportContaining (braidCommRegister) finds the allocation holding a user's pointer
+// here, with the descriptor a handle names. Never destroyed (memory may be freed at exit).
+struct LiveAllocation {
+  size_t size;
+  int fd;
+  bool shareable;  // from AllocateShareable (exported by descriptor), not Allocate
+};
+std::mutex live_allocations_mutex;  // a leaf
+std::map<uintptr_t, LiveAllocation>& LiveAllocations() {
+  static auto* live = new std::map<uintptr_t, LiveAllocation>();
+  return *live;
+}
+
 // "Device" memory: a memfd mapping, so another process can import it.
 class MemfdMemory : public PlainMemory {
  public:
-  MemfdMemory(void* data, size_t size, int fd)
+  MemfdMemory(void* data, size_t size, int fd, bool shareable = false)
       : PlainMemory(data, size, [data, size, fd] {
           munmap(data, size);
           close(fd);
         }),
-        fd_(fd) {}
+        fd_(fd),
+        shareable_(shareable) {
+    std::lock_guard<std::mutex> lock(live_allocations_mutex);
+    LiveAllocations()[reinterpret_cast<uintptr_t>(data)] = LiveAllocation{size, fd, shareable};
+  }
+  ~MemfdMemory() override {
+    std::lock_guard<std::mutex> lock(live_allocations_mutex);
+    LiveAllocations().erase(reinterpret_cast<uintptr_t>(data()));
+  }
   int fd() const { return fd_; }
+  bool shareable() const { return shareable_; }
 
  private:
   int fd_;
+  bool shareable_;
 };
+
+// What the simulation rounds shareable allocations to: CUDA's granularity is 2 MiB; a page is
+// enough to make callers use size() rather than what they asked for.
+constexpr size_t kShareableGranularity = 4096;
 
 constexpr char kIpcMagic[8] = {'b', 'r', 'a', 'i', 'd', 's', 'i', 'm'};
 struct SimIpcHandle {
@@ -270,6 +299,91 @@ class SimDevice : public Device {
   Result<std::unique_ptr<Memory>> RegisterHost(void* ptr, size_t bytes) override {
     if (ptr == nullptr || bytes == 0) return Status::InvalidArgument("simulated device: registering null or empty memory");
     return std::unique_ptr<Memory>(new PlainMemory(ptr, bytes, nullptr));
+  }
+
+  // Shareable memory is a memfd of its own; its descriptor is what passes over SCM_RIGHTS.
+  Result<std::unique_ptr<Memory>> AllocateShareable(size_t bytes) override {
+    if (bytes == 0) return Status::InvalidArgument("simulated device: allocating 0 shareable bytes");
+    const size_t rounded = (bytes + kShareableGranularity - 1) / kShareableGranularity * kShareableGranularity;
+    const int fd = memfd_create("braid-simulated-shareable", MFD_CLOEXEC);
+    if (fd < 0) return Status::SystemError(Errno("simulated device: memfd_create"));
+    if (ftruncate(fd, static_cast<off_t>(rounded)) != 0) {
+      const Status failed = Status::SystemError(Errno("simulated device: ftruncate"));
+      close(fd);
+      return failed;
+    }
+    void* data = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      const Status failed = Status::SystemError(Errno("simulated device: mmap"));
+      close(fd);
+      return failed;
+    }
+    return std::unique_ptr<Memory>(new MemfdMemory(data, rounded, fd, /*shareable=*/true));
+  }
+
+  Result<int> ExportFd(const Memory& memory) override {
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> lock(live_allocations_mutex);
+      auto it = LiveAllocations().find(reinterpret_cast<uintptr_t>(memory.data()));
+      if (it != LiveAllocations().end() && it->second.shareable && it->second.size == memory.size()) {
+        fd = fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) return Status::SystemError(Errno("simulated device: duplicating a shareable descriptor"));
+      }
+    }
+    if (fd < 0) {
+      return Status::InvalidArgument("simulated device: only memory from AllocateShareable can be exported as a "
+                                     "descriptor");
+    }
+    return fd;
+  }
+
+  Result<std::unique_ptr<Memory>> ImportFd(int fd, size_t bytes) override {
+    if (fd < 0 || bytes == 0) {
+      return Status::InvalidArgument("simulated device: importing descriptor " + std::to_string(fd) + " of " +
+                                     std::to_string(bytes) + " bytes");
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) return Status::InvalidArgument(Errno("simulated device: fstat of an imported descriptor"));
+    if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != bytes) {
+      return Status::InvalidArgument("simulated device: the imported descriptor is not shareable memory of " +
+                                     std::to_string(bytes) + " bytes (its size is " + std::to_string(st.st_size) +
+                                     ")");
+    }
+    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) return Status::SystemError(Errno("simulated device: mmap of an imported descriptor"));
+    return std::unique_ptr<Memory>(new PlainMemory(data, bytes, [data, bytes] { munmap(data, bytes); }));
+  }
+
+  Result<AllocationRange> ExportContaining(const void* ptr, size_t bytes) override {
+    if (ptr == nullptr || bytes == 0) {
+      return Status::InvalidArgument("simulated device: a null or empty buffer has no allocation");
+    }
+    const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(live_allocations_mutex);
+    auto it = LiveAllocations().upper_bound(address);
+    if (it == LiveAllocations().begin() || address >= std::prev(it)->first + std::prev(it)->second.size ||
+        std::prev(it)->second.shareable) {
+      return Status::InvalidArgument("simulated device: the buffer is not in device memory from Allocate (the "
+                                     "simulation's cudaMalloc)");
+    }
+    --it;
+    const uint64_t offset = address - it->first;
+    if (bytes > it->second.size - offset) {
+      return Status::InvalidArgument("simulated device: " + std::to_string(bytes) + " bytes at offset " +
+                                     std::to_string(offset) + " run past the end of their " +
+                                     std::to_string(it->second.size) + "-byte allocation");
+    }
+    SimIpcHandle sim;
+    std::memcpy(sim.magic, kIpcMagic, sizeof(kIpcMagic));
+    sim.pid = static_cast<int32_t>(getpid());
+    sim.fd = it->second.fd;
+    AllocationRange range;
+    std::memcpy(range.handle.bytes, &sim, sizeof(sim));
+    range.handle.size = it->second.size;
+    range.base = reinterpret_cast<const void*>(it->first);
+    range.offset = offset;
+    return range;
   }
 
   Result<IpcHandle> Export(const Memory& memory) override {
