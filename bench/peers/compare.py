@@ -4,7 +4,8 @@
     python3 bench/peers/compare.py [--ranks 2,4] [--repeat 3] [--quick] [--out DIR]
                                    [--braid-bin DIR] [--no-build] [--no-install]
                                    [--systems braid,braid-tcp,gloo,mpi-shm,mpi-tcp]
-                                   [--colls all_reduce,broadcast,all_gather,reduce_scatter]
+                                   [--colls all_reduce,broadcast,all_gather,reduce_scatter
+                                            |all|...]
                                    [--judge best|median] [--strict] [--no-calibrate]
 
 Builds braid's *_perf programs and braidrun (Bazel, own output base), the peers
@@ -60,7 +61,11 @@ SMALL = 64 * 1024  # below: compare times; at or above: compare busbw
 # 2.1-2.5 ms out of place against 1.0-1.3 ms in place (2026-11-24). In place every library runs
 # the same one-buffer broadcast.
 IN_PLACE_COLLS = ("broadcast",)
-COLLS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+COLLS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]  # the default set
+# --colls all: every collective braid has a *_perf for and the peers measure too (issue 22's
+# "every collective"); the five beyond COLLS are compared out of place only.
+ALL_COLLS = COLLS + ["reduce", "gather", "scatter", "alltoall", "sendrecv"]
+REDUCING_COLLS = ("all_reduce", "reduce_scatter", "reduce")
 SYSTEMS = ["braid", "braid-tcp", "gloo", "mpi-shm", "mpi-tcp"]
 PEERS_OF = [("braid", "gloo"), ("braid", "mpi-shm"), ("braid", "mpi-tcp"), ("braid-tcp", "mpi-tcp")]
 APT_PACKAGES = ["libgloo-dev", "openmpi-bin", "libopenmpi-dev"]
@@ -148,7 +153,7 @@ def braid_programs():
     except OSError:
         return ["all_reduce_perf"]
     names = set(re.findall(r'"(\w+_perf)"', text))
-    return sorted(n for n in names if n.replace("_perf", "") in COLLS) or ["all_reduce_perf"]
+    return sorted(n for n in names if n.replace("_perf", "") in ALL_COLLS) or ["all_reduce_perf"]
 
 
 def build_braid(output_base):
@@ -184,7 +189,7 @@ def braid_paths(bin_dir):
         return None, {}
     run = find("rendezvous/braidrun", "braidrun")
     progs = {}
-    for c in COLLS:
+    for c in ALL_COLLS:
         p = find("bench/%s_perf" % c, "%s_perf" % c)
         if p:
             progs[c] = p
@@ -308,9 +313,10 @@ def nccl_busbw(coll, count, seconds, n):
     if not seconds or seconds <= 0 or not math.isfinite(seconds):
         return 0.0
     b = count * 4.0
-    if coll in ("all_gather", "reduce_scatter"):
-        b *= n
-    factor = {"all_reduce": 2.0 * (n - 1) / n, "broadcast": 1.0}.get(coll, (n - 1.0) / n)
+    if coll in ("all_gather", "reduce_scatter", "gather", "scatter", "alltoall"):
+        b *= n  # the count column is per rank (per peer for alltoall)
+    factor = {"all_reduce": 2.0 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0,
+              "sendrecv": 1.0}.get(coll, (n - 1.0) / n)
     return b / 1e9 / seconds * factor
 
 
@@ -467,7 +473,7 @@ def markdown(stats, ranks, colls, systems, sizes_of):
     pairs = [(x, y) for x, y in PEERS_OF if x in systems and y in systems]
     for coll in colls:
         lines.append("### %s, float32%s, %s" % (
-            coll, " sum" if coll in ("all_reduce", "reduce_scatter") else "",
+            coll, " sum" if coll in REDUCING_COLLS else "",
             "in place (one buffer, as MPI_Bcast)" if coll in IN_PLACE_COLLS else "out of place"))
         lines.append("")
         lines.append("Values: busbw GB/s (best of R) for sizes >= 64 KiB, time us (best of R) below. "
@@ -559,7 +565,8 @@ def targets(stats, ranks, sizes_of, which, systems, colls):
         add("T4 4 ranks allreduce no worse than Open MPI shm at any size",
             judge_sizes(stats, "braid", "mpi-shm", 4, "all_reduce", ar_sizes(4), 1.0, 1.0, which))
     for n in ranks:
-        for coll in ("broadcast", "all_gather", "reduce_scatter"):
+        for coll in ("broadcast", "all_gather", "reduce_scatter", "reduce", "gather", "scatter",
+                     "alltoall", "sendrecv"):
             sizes = [s for s in sizes_of.get((n, coll), []) if s in (1 << 20, 16 << 20)]
             add("T5 %d ranks %s busbw >= Open MPI shm at 1 MiB and 16 MiB" % (n, coll),
                 judge_sizes(stats, "braid", "mpi-shm", n, coll, sizes or [1 << 20, 16 << 20],
@@ -660,13 +667,13 @@ def main():
     a.gloo_algos = a.gloo_algos or ("ring,ring_legacy" if a.quick else "ring,ring_legacy,hd")
     ranks = [int(x) for x in a.ranks.split(",") if x]
     systems = [s for s in a.systems.split(",") if s]
-    colls = [c for c in a.colls.split(",") if c]
+    colls = ALL_COLLS if a.colls == "all" else [c for c in a.colls.split(",") if c]
     for s in systems:
         if s not in SYSTEMS:
             ap.error("unknown system %s (%s)" % (s, ",".join(SYSTEMS)))
     for c in colls:
-        if c not in COLLS:
-            ap.error("unknown collective %s (%s)" % (c, ",".join(COLLS)))
+        if c not in ALL_COLLS:
+            ap.error("unknown collective %s (%s, or all)" % (c, ",".join(ALL_COLLS)))
 
     have_mpl = ensure_matplotlib(not a.no_install)
     ensure_peer_packages(not a.no_install)

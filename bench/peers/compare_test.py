@@ -86,6 +86,15 @@ class BusBandwidthTest(unittest.TestCase):
                                algbw * 4 * 0.75)
         self.assertEqual(compare.nccl_busbw("all_reduce", count, 0, 4), 0.0)
 
+    def test_factors_of_the_rooted_and_pairwise_collectives(self):
+        count, seconds, algbw = 1 << 20, 1e-3, 4.194304
+        # reduce and sendrecv move the row once: bus = alg.
+        self.assertAlmostEqual(compare.nccl_busbw("reduce", count, seconds, 4), algbw)
+        self.assertAlmostEqual(compare.nccl_busbw("sendrecv", count, seconds, 4), algbw)
+        # gather, scatter, alltoall: count is per rank (per peer), (n-1)/n of the row crosses.
+        for coll in ("gather", "scatter", "alltoall"):
+            self.assertAlmostEqual(compare.nccl_busbw(coll, count, seconds, 4), algbw * 4 * 0.75)
+
 
 def raw_row(label, n, size, time_us, repeat=0, coll="all_reduce"):
     return {"label": label, "system": label, "ranks": n, "coll": coll, "repeat": repeat,

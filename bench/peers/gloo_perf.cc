@@ -19,11 +19,14 @@
 //                       only, so out of place each call first copies send into recv
 // broadcast: gloo::broadcast; allgather: gloo::allgather (ring); reduce-scatter:
 // ReduceScatterHalvingDoubling (Gloo's only one; in place, result at the buffer's start, so out
-// of place copies send into recv first).
+// of place copies send into recv first). reduce, gather, scatter, alltoall: gloo::reduce, gather,
+// scatter, alltoall; sendrecv: unbound buffers to the next rank and from the previous one (what
+// torch's ProcessGroupGloo does for send/recv). Those five are measured out of place only.
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <gloo/allgather.h>
+#include <gloo/alltoall.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_bcube.h>
 #include <gloo/allreduce_halving_doubling.h>
@@ -32,10 +35,13 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/config.h>
+#include <gloo/gather.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <map>
@@ -197,6 +203,58 @@ class GlooBackend : public peers::Backend {
       }
       case peers::Coll::kReduceScatter:
         throw std::logic_error("reduce-scatter without its algorithm object");
+      // Out of place only (peer_common.h refuses in place for these).
+      case peers::Coll::kReduce: {
+        gloo::ReduceOptions opts(context_);
+        opts.setInput(in, s.param_count);
+        opts.setOutput(recv, s.param_count);  // Gloo works in it on every rank
+        opts.setRoot(root);
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
+            &gloo::sum<float>));
+        opts.setTag(kBenchTag);
+        gloo::reduce(opts);
+        break;
+      }
+      case peers::Coll::kGather: {
+        gloo::GatherOptions opts(context_);
+        opts.setInput(in, s.send_count);
+        if (context_->rank == root) opts.setOutput(recv, s.recv_count);
+        opts.setRoot(root);
+        opts.setTag(kBenchTag);
+        gloo::gather(opts);
+        break;
+      }
+      case peers::Coll::kScatter: {
+        gloo::ScatterOptions opts(context_);
+        if (context_->rank == root) {
+          std::vector<float*> blocks;
+          for (int k = 0; k < context_->size; ++k) blocks.push_back(in + k * s.recv_count);
+          opts.setInputs(blocks, s.recv_count);
+        }
+        opts.setOutput(recv, s.recv_count);
+        opts.setRoot(root);
+        opts.setTag(kBenchTag);
+        gloo::scatter(opts);
+        break;
+      }
+      case peers::Coll::kAllToAll: {
+        gloo::AlltoallOptions opts(context_);
+        opts.setInput(in, s.send_count);
+        opts.setOutput(recv, s.recv_count);
+        opts.setTag(kBenchTag);
+        gloo::alltoall(opts);
+        break;
+      }
+      case peers::Coll::kSendRecv: {  // as ProcessGroupGloo's send/recv: unbound buffers
+        const int n = context_->size, me = context_->rank;
+        auto out = context_->createUnboundBuffer(in, s.send_count * sizeof(float));
+        auto got = context_->createUnboundBuffer(recv, s.recv_count * sizeof(float));
+        got->recv((me + n - 1) % n, kBenchTag);
+        out->send((me + 1) % n, kBenchTag);
+        out->waitSend();
+        got->waitRecv();
+        break;
+      }
     }
   }
 

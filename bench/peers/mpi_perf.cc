@@ -1,5 +1,6 @@
 // mpi_perf: nccl-tests' table for MPI's collectives (MPI_Allreduce, MPI_Bcast, MPI_Allgather,
-// MPI_Reduce_scatter_block), float32 sum, host memory — braid's peer on one host.
+// MPI_Reduce_scatter_block, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Alltoall, MPI_Sendrecv to
+// the next rank), float32 sum, host memory — braid's peer on one host.
 //
 //   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader
 //       bench/peers/out/mpi_perf --coll all_reduce -b 8 -e 64M -f 4
@@ -59,6 +60,23 @@ class MpiBackend : public peers::Backend {
         break;
       case peers::Coll::kReduceScatter:
         rc = MPI_Reduce_scatter_block(sb, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+      // Out of place only (peer_common.h refuses in place for these).
+      case peers::Coll::kReduce:
+        rc = MPI_Reduce(send, recv, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD);
+        break;
+      case peers::Coll::kGather:
+        rc = MPI_Gather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, root, MPI_COMM_WORLD);
+        break;
+      case peers::Coll::kScatter:
+        rc = MPI_Scatter(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, root, MPI_COMM_WORLD);
+        break;
+      case peers::Coll::kAllToAll:
+        rc = MPI_Alltoall(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+      case peers::Coll::kSendRecv:
+        rc = MPI_Sendrecv(send, count, MPI_FLOAT, (rank_ + 1) % size_, 0, recv, count, MPI_FLOAT,
+                          (rank_ + size_ - 1) % size_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         break;
     }
     if (rc != MPI_SUCCESS) {

@@ -29,7 +29,23 @@
 
 namespace peers {
 
-enum class Coll { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
+enum class Coll {
+  kAllReduce, kBroadcast, kAllGather, kReduceScatter,
+  // Measured out of place only (--no-inplace), as compare.py runs them.
+  kReduce, kGather, kScatter, kAllToAll, kSendRecv
+};
+
+// The collectives that have a root (-r).
+inline bool Rooted(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
+inline bool Reduces(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce;
+}
+inline bool HasInPlace(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kBroadcast || c == Coll::kAllGather ||
+         c == Coll::kReduceScatter;
+}
 
 inline const char* CollProgram(Coll c) {
   switch (c) {
@@ -37,6 +53,11 @@ inline const char* CollProgram(Coll c) {
     case Coll::kBroadcast: return "broadcast_perf";
     case Coll::kAllGather: return "all_gather_perf";
     case Coll::kReduceScatter: return "reduce_scatter_perf";
+    case Coll::kReduce: return "reduce_perf";
+    case Coll::kGather: return "gather_perf";
+    case Coll::kScatter: return "scatter_perf";
+    case Coll::kAllToAll: return "alltoall_perf";
+    case Coll::kSendRecv: return "sendrecv_perf";
   }
   return "?";
 }
@@ -48,6 +69,11 @@ inline bool ParseColl(const char* s, Coll* c) {
   else if (v == "all_gather" || v == "allgather" || v == "all_gather_perf") *c = Coll::kAllGather;
   else if (v == "reduce_scatter" || v == "reducescatter" || v == "reduce_scatter_perf")
     *c = Coll::kReduceScatter;
+  else if (v == "reduce" || v == "reduce_perf") *c = Coll::kReduce;
+  else if (v == "gather" || v == "gather_perf") *c = Coll::kGather;
+  else if (v == "scatter" || v == "scatter_perf") *c = Coll::kScatter;
+  else if (v == "alltoall" || v == "all_to_all" || v == "alltoall_perf") *c = Coll::kAllToAll;
+  else if (v == "sendrecv" || v == "sendrecv_perf") *c = Coll::kSendRecv;
   else return false;
   return true;
 }
@@ -104,11 +130,13 @@ inline bool ParseInt(const char* text, int lo, int* out) {
 
 inline std::string Usage(const char* program, const char* algos) {
   return Printf(
-      "Usage: %s --coll all_reduce|broadcast|all_gather|reduce_scatter [nccl-tests flags]\n"
+      "Usage: %s --coll all_reduce|broadcast|all_gather|reduce_scatter|reduce|gather|scatter|\n"
+      "              alltoall|sendrecv [nccl-tests flags]\n"
       "  -b/-e/-i/-f  min bytes, max bytes, step bytes, step factor (as nccl-tests)\n"
       "  -n iters  -w warmup iters  -c check (0/1)  -r root  -a 0|1|2|3 time across ranks\n"
       "  -d float  -o sum  (the only type and op)\n"
-      "  --no-inplace  out-of-place columns only\n"
+      "  --no-inplace  out-of-place columns only (required for reduce, gather, scatter,\n"
+      "                alltoall and sendrecv, which are measured out of place only)\n"
       "  --algo NAME   %s\n",
       program, algos);
 }
@@ -167,6 +195,9 @@ inline int ParseOptions(int argc, char** argv, Options* o, const char* algos) {
   }
   if (optind < argc) return bad("unexpected argument");
   if (o->min_bytes > o->max_bytes) return bad("-b is larger than -e");
+  if (o->in_place && !HasInPlace(o->coll)) {
+    return bad("this collective is measured out of place only: add --no-inplace");
+  }
   return 0;
 }
 
@@ -184,14 +215,22 @@ inline Sizes CollSizes(Coll c, size_t count, int nranks) {
   switch (c) {
     case Coll::kAllReduce:
     case Coll::kBroadcast:
+    case Coll::kReduce:
+    case Coll::kSendRecv:
       s.send_count = s.recv_count = s.param_count = count;
       break;
+    case Coll::kAllToAll:  // count / n per peer, a multiple of 16 bytes
+      s.param_count = base;
+      s.send_count = s.recv_count = base * n;
+      break;
+    case Coll::kGather:
     case Coll::kAllGather:
       s.send_count = base;
       s.recv_count = base * n;
       s.param_count = base;
       s.send_inplace_offset = base;
       break;
+    case Coll::kScatter:
     case Coll::kReduceScatter:
       s.send_count = base * n;
       s.recv_count = base;
@@ -205,15 +244,23 @@ inline Sizes CollSizes(Coll c, size_t count, int nranks) {
 // nccl-tests' *GetBw: algbw in GB/s and the bus-bandwidth factor.
 inline double AlgBw(Coll c, size_t param_count, double seconds, int nranks) {
   double bytes = static_cast<double>(param_count) * sizeof(float);
-  if (c == Coll::kAllGather || c == Coll::kReduceScatter) bytes *= nranks;
+  if (c == Coll::kAllGather || c == Coll::kReduceScatter || c == Coll::kGather ||
+      c == Coll::kScatter || c == Coll::kAllToAll) {
+    bytes *= nranks;
+  }
   return seconds > 0 ? bytes / 1e9 / seconds : 0;
 }
 inline double BusFactor(Coll c, int nranks) {
   switch (c) {
     case Coll::kAllReduce: return 2.0 * (nranks - 1) / nranks;
-    case Coll::kBroadcast: return 1.0;
+    case Coll::kBroadcast:
+    case Coll::kReduce:
+    case Coll::kSendRecv: return 1.0;
     case Coll::kAllGather:
-    case Coll::kReduceScatter: return static_cast<double>(nranks - 1) / nranks;
+    case Coll::kReduceScatter:
+    case Coll::kGather:
+    case Coll::kScatter:
+    case Coll::kAllToAll: return static_cast<double>(nranks - 1) / nranks;
   }
   return 1.0;
 }
@@ -319,7 +366,7 @@ class Driver {
   Driver(const Options& o, Backend& b) : o_(o), b_(b), rank_(b.Rank()), n_(b.Size()) {}
 
   int Main() {
-    if (o_.coll == Coll::kBroadcast && o_.root >= n_) {
+    if (Rooted(o_.coll) && o_.root >= n_) {
       if (rank_ == 0) std::fprintf(stderr, "-r %d: the root must be < %d ranks\n", o_.root, n_);
       return 2;
     }
@@ -346,8 +393,8 @@ class Driver {
     if (rank_ == 0) std::printf("#\n%s", FormatTableHeader(o_.in_place).c_str());
     Flush();
 
-    const bool reduces = o_.coll == Coll::kAllReduce || o_.coll == Coll::kReduceScatter;
-    const int root = o_.coll == Coll::kBroadcast ? o_.root : -1;
+    const bool reduces = Reduces(o_.coll);
+    const int root = Rooted(o_.coll) ? o_.root : -1;
     for (size_t bytes : {o_.max_bytes, o_.min_bytes}) {
       const Sizes s = CollSizes(o_.coll, bytes / sizeof(float), n_);
       b_.Prepare(o_.coll, s, send_.get(), recv_.get(), false, o_.root);
@@ -467,10 +514,46 @@ class Driver {
           exp[i] = sum;
         }
         break;
+      case Coll::kReduce:  // only the root's result is checked (CountWrong)
+        for (size_t i = 0; i < s.send_count; ++i) {
+          in[i] = value(rank_, i);
+          float sum = 0;
+          for (int k = 0; k < n_; ++k) sum += value(k, i);
+          exp[i] = sum;
+        }
+        break;
+      case Coll::kGather:  // only the root's result is checked
+        for (size_t i = 0; i < s.send_count; ++i) in[i] = value(rank_, i);
+        for (int k = 0; k < n_; ++k)
+          for (size_t i = 0; i < s.send_count; ++i) exp[k * s.send_count + i] = value(k, i);
+        break;
+      case Coll::kScatter:  // the root's block k goes to rank k
+        for (int k = 0; k < n_; ++k)
+          for (size_t i = 0; i < s.recv_count; ++i) in[k * s.recv_count + i] = value(k, i);
+        for (size_t i = 0; i < s.recv_count; ++i) exp[i] = value(rank_, i);
+        break;
+      case Coll::kAllToAll: {  // block (from, to) carries pattern "rank" from * n + to
+        const size_t m = s.param_count;
+        for (int k = 0; k < n_; ++k) {
+          for (size_t i = 0; i < m; ++i) {
+            in[k * m + i] = value(rank_ * n_ + k, i);
+            exp[k * m + i] = value(k * n_ + rank_, i);
+          }
+        }
+        break;
+      }
+      case Coll::kSendRecv:  // to rank + 1, from rank - 1
+        for (size_t i = 0; i < s.send_count; ++i) {
+          in[i] = value(rank_, i);
+          exp[i] = value((rank_ + n_ - 1) % n_, i);
+        }
+        break;
     }
   }
 
   int64_t CountWrong(const Sizes& s, bool in_place) const {
+    // MPI leaves a non-root's receive buffer undefined for reduce and gather (Gloo uses it).
+    if ((o_.coll == Coll::kReduce || o_.coll == Coll::kGather) && rank_ != o_.root) return 0;
     const float* got =
         b_.Result(o_.coll, s, send_.get(), recv_.get(), in_place, rank_, o_.root);
     int64_t wrong = 0;
