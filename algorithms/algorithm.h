@@ -59,6 +59,12 @@ struct LinkModel {
   // that cross a host's network link apart from those that stay inside a host.
   int hosts = 1;
   int ranks_per_host = 0;
+  // The link inside a host, where the job spans several: the numbers above are then the
+  // network's (the slowest transport's), and the two-level algorithms (hierarchical.h) price
+  // their phases inside a host with these (shared memory's calibration; 0: as the link above).
+  double intra_host_latency_us = 0;
+  double intra_host_bandwidth_gbps = 0;
+  bool intra_host_reduces_on_receive = true;
 };
 
 using AlgorithmFn = Status (*)(const CollectiveContext& ctx, const CollectiveArgs& args);

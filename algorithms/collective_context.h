@@ -47,6 +47,16 @@ struct CollectiveContext {
   // Which ranks share a host (owned by the communicator, the same on every rank); null where the
   // caller models one host (tests that build a context by hand).
   const HostTopology* topology = nullptr;
+  // The communicator's rank of each rank of this context, where the context is a subgroup's
+  // (algorithms/subgroup.h: a two-level algorithm runs flat ones inside a host or across hosts),
+  // so that errors name the ranks a user knows; null where the context's ranks are the
+  // communicator's.
+  const int* ranks = nullptr;
 };
+
+// The communicator's number of `rank` of `ctx` (for messages).
+inline int CommunicatorRank(const CollectiveContext& ctx, int rank) {
+  return ctx.ranks != nullptr && rank >= 0 ? ctx.ranks[rank] : rank;
+}
 
 }  // namespace braid::algorithms

@@ -32,12 +32,12 @@ const char* CountUnit(Collective kind) {
 
 std::string OperationContext(const CollectiveContext& ctx, const CollectiveArgs& args,
                              const char* algorithm) {
-  std::string text = "rank " + std::to_string(ctx.rank) + ": " + CollectiveName(args.kind) + " #" +
-                     std::to_string(ctx.sequence) + " (";
+  std::string text = "rank " + std::to_string(CommunicatorRank(ctx, ctx.rank)) + ": " +
+                     CollectiveName(args.kind) + " #" + std::to_string(ctx.sequence) + " (";
   if (args.kind != Collective::kBarrier) {
     text += std::to_string(args.count) + " x " + DataTypeName(args.type) + CountUnit(args.kind);
     if (UsesOp(args.kind)) text += std::string(", ") + ReduceOpName(args.op);
-    if (UsesRoot(args.kind)) text += ", root " + std::to_string(args.root);
+    if (UsesRoot(args.kind)) text += ", root " + std::to_string(CommunicatorRank(ctx, args.root));
     text += ", ";
   }
   return text + algorithm + ")";
@@ -52,7 +52,7 @@ Status WithOperationContext(const Status& status, const CollectiveContext& ctx,
                             const CollectiveArgs& args, const char* algorithm, const char* doing,
                             int peer) {
   return status.WithContext(OperationContext(ctx, args, algorithm) + ": " + doing + " rank " +
-                            std::to_string(peer));
+                            std::to_string(CommunicatorRank(ctx, peer)));
 }
 
 }  // namespace braid::algorithms

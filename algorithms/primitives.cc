@@ -228,7 +228,8 @@ Status Primitives::Fail(const Status& status, bool receiving, uint64_t message) 
   return status.WithContext(Describe() +
                             (receiving ? ": receiving message " : ": sending message ") +
                             std::to_string(message) + (receiving ? " from rank " : " to rank ") +
-                            std::to_string(receiving ? prev_rank_ : next_rank_));
+                            std::to_string(
+                                CommunicatorRank(ctx_, receiving ? prev_rank_ : next_rank_)));
 }
 
 // "rank 2: reduce #17 (1021 x float, sum, root 0, ring)" (operation_context.h); built only when

@@ -13,6 +13,7 @@
 #include "algorithms/broadcast_chain.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/gather.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/reduce_binomial.h"
 #include "algorithms/reduce_chain.h"
 #include "algorithms/reduce_scatter_ring.h"
@@ -66,6 +67,14 @@ const std::vector<Algorithm>& Algorithms() {
       {"binomial", Collective::kScatter, BinomialScatter, BinomialScatterCost},
       {"dissemination", Collective::kBarrier, DisseminationBarrier, DisseminationBarrierCost},
       // --- end direct family ---
+
+      // --- two-level family (hierarchical.h: *_hier.cc) ---
+      {"hier", Collective::kAllReduce, HierAllReduce, HierAllReduceCost},
+      {"hier", Collective::kBroadcast, HierBroadcast, HierBroadcastCost},
+      {"hier", Collective::kReduce, HierReduce, HierReduceCost},
+      {"hier", Collective::kAllGather, HierAllGather, HierAllGatherCost},
+      {"hier", Collective::kReduceScatter, HierReduceScatter, HierReduceScatterCost},
+      // --- end two-level family ---
   };
   return kAlgorithms;
 }

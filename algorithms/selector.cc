@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "algorithms/registry.h"
@@ -187,6 +188,35 @@ Result<AlgorithmTrials::Plan> CachedSelector::Select(const CollectiveArgs& args)
   const AlgorithmTrials::Plan plan = trials_.Next(args, nranks_, ranking);
   last = Choice{true, args.count, args.type, args.op, args.root, plan.algorithm, plan.trial};
   return plan;
+}
+
+std::string TwoLevelChoices(const AlgorithmPolicy& policy, int nranks, const LinkModel& link) {
+  const auto size_text = [](size_t bytes) {
+    if (bytes >= (size_t{1} << 30)) return std::to_string(bytes >> 30) + " GiB";
+    if (bytes >= (size_t{1} << 20)) return std::to_string(bytes >> 20) + " MiB";
+    if (bytes >= (size_t{1} << 10)) return std::to_string(bytes >> 10) + " KiB";
+    return std::to_string(bytes) + " B";
+  };
+  std::string text;
+  for (const Algorithm& a : Algorithms()) {
+    if (strcasecmp(a.name, "hier") != 0) continue;
+    // The smallest size from which every larger one tried picks it (0: none).
+    size_t from = 0;
+    for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 2) {
+      CollectiveArgs args;
+      args.kind = a.kind;
+      const bool per_rank =
+          a.kind == Collective::kAllGather || a.kind == Collective::kReduceScatter;
+      args.count = std::max<size_t>(1, bytes / 4 / (per_rank ? nranks : 1));
+      auto ranking = RankAlgorithms(args, nranks, policy, link);
+      const bool picked = ranking.ok() && ranking.value().best == &a;
+      if (picked && from == 0) from = bytes;
+      if (!picked) from = 0;
+    }
+    if (!text.empty()) text += ", ";
+    text += std::string(CollectiveName(a.kind)) + (from != 0 ? " from " + size_text(from) : " never");
+  }
+  return text.empty() ? "none registered" : text + " (cost model, float32)";
 }
 
 }  // namespace braid::algorithms

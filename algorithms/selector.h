@@ -71,6 +71,12 @@ Result<Ranking> RankAlgorithms(const CollectiveArgs& args, int nranks,
 Result<const Algorithm*> SelectAlgorithm(const CollectiveArgs& args, int nranks,
                                          const AlgorithmPolicy& policy, const LinkModel& link);
 
+// For the INFO line of a communicator that spans hosts: per collective with a two-level
+// algorithm, the message size from which the cost model picks "hier" under `policy` (float32,
+// powers of two from 8 B to 1 GiB), e.g. "allreduce from 64 KiB, broadcast from 8 B, reduce
+// never, ...".
+std::string TwoLevelChoices(const AlgorithmPolicy& policy, int nranks, const LinkModel& link);
+
 // SelectAlgorithm for one communicator, remembering the last answer per collective, with the
 // model's ties settled by timed trials (algorithms/algorithm_trials.h).
 //
@@ -115,6 +121,8 @@ class CachedSelector {
     return trials_.Conclude(trial, summed_us);
   }
   const LinkModel& link() const { return link_; }
+  const AlgorithmPolicy& policy() const { return policy_; }
+  int nranks() const { return nranks_; }
 
  private:
   struct Choice {

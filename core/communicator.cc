@@ -63,9 +63,17 @@ algorithms::LinkModel JobLinkModel(const algorithms::Calibration& calibration,
     }
   }
   const rendezvous::HostLoad load = rendezvous::BusiestHost(peers);
-  return algorithms::DefaultLinkModel(calibration,
-                                      slowest >= 0 ? transports[slowest]->name() : nullptr,
-                                      load.oversubscribed, load.ranks_per_cpu);
+  algorithms::LinkModel link = algorithms::DefaultLinkModel(
+      calibration, slowest >= 0 ? transports[slowest]->name() : nullptr, load.oversubscribed,
+      load.ranks_per_cpu);
+  // Inside a host ranks link over shared memory: what the two-level algorithms' intra-host
+  // phases are priced with (algorithms/hierarchical.h).
+  const algorithms::LinkModel inside =
+      calibration.Model("shm", load.oversubscribed, load.ranks_per_cpu);
+  link.intra_host_latency_us = inside.latency_us;
+  link.intra_host_bandwidth_gbps = inside.bandwidth_gbps;
+  link.intra_host_reduces_on_receive = inside.reduces_on_receive;
+  return link;
 }
 
 // Which ranks share a host: one kernel and one network namespace (rendezvous::HostKey).
@@ -293,6 +301,12 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
     }
     BRAID_LOG(kInfo, comm->rank_) << "topology: " << topology.Describe()
                                   << "; ranks on this host: " << here;
+    if (topology.hosts() > 1) {
+      BRAID_LOG(kInfo, comm->rank_) << "two-level algorithms: "
+                                    << algorithms::TwoLevelChoices(comm->selector_.policy(),
+                                                                   comm->size_,
+                                                                   comm->selector_.link());
+    }
   }
   return comm;
 }
