@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/base/logging.h"
+#include "transport/cuda_ipc/cuda_ipc_transport.h"
 #include "transport/ibverbs/verbs_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -21,6 +22,13 @@ Result<std::unique_ptr<Transport>> CreateTcp(const TransportContext& context) {
 Result<std::unique_ptr<Transport>> CreateShm(const TransportContext& context) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmTransport> transport,
                          shm::ShmTransport::Create(context));
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+// Null (skipped) for a host-only communicator (no device in the context) or a single rank.
+Result<std::unique_ptr<Transport>> CreateCudaIpc(const TransportContext& context) {
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<cuda_ipc::CudaIpcTransport> transport,
+                         cuda_ipc::CudaIpcTransport::Create(context));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
@@ -56,8 +64,8 @@ std::string KnownNames() {
 
 const std::vector<TransportFactory>& TransportFactories() {
   static const std::vector<TransportFactory> factories = {
-      {"cuda_ipc", nullptr},        // transport/cuda_ipc registers here (GPU peers on one host)
-      {"shm", &CreateShm},          // ranks on one host (transport/shm)
+      {"shm", &CreateShm},            // ranks on one host (transport/shm)
+      {"cuda_ipc", &CreateCudaIpc},   // GPU ranks on one host (transport/cuda_ipc; device comms only)
       {"ibverbs", &CreateIbverbs},  // RDMA (transport/ibverbs; null without libibverbs or a port)
       {"tcp", &CreateTcp},          // reaches every peer: keep it last
   };
@@ -116,6 +124,8 @@ Result<std::vector<std::unique_ptr<Transport>>> CreateTransports(const Transport
                                           " transport");
     }
     if (created.value() == nullptr) {
+      // cuda_ipc is for device communicators only: a host-only one is told nothing about it.
+      if (context.device == nullptr && std::string(factory.name) == "cuda_ipc") continue;
       BRAID_LOG(kInfo, context.rank) << "transport " << factory.name
                                      << " is not available on this host";
       unavailable += std::string(unavailable.empty() ? "" : ", ") + factory.name +
@@ -124,6 +134,12 @@ Result<std::vector<std::unique_ptr<Transport>>> CreateTransports(const Transport
     }
     transports.push_back(std::move(created.value()));
   }
+  // A communicator on device buffers links the GPU peers of its host over cuda_ipc rather than
+  // shm (both reach the same peers; cuda_ipc's rings are device memory). It exists only for such
+  // communicators, so host-only ones keep exactly the table's order.
+  auto cuda_ipc = std::find_if(transports.begin(), transports.end(),
+                               [](const std::unique_ptr<Transport>& t) { return std::string(t->name()) == "cuda_ipc"; });
+  if (cuda_ipc != transports.end()) std::rotate(transports.begin(), cuda_ipc, cuda_ipc + 1);
   if (transports.empty()) {
     return Status::InvalidArgument("BRAID_TRANSPORTS='" + spec +
                                    "' leaves no usable transport: " + unavailable);

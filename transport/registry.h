@@ -1,8 +1,10 @@
 // The transport registry: every transport braid knows, in priority order, and the selection that
 // BRAID_TRANSPORTS (Config::transports) makes among them.
 //
-// Priority order is cuda_ipc > shm > ibverbs > tcp: for each pair of ranks the communicator takes
+// Priority order is shm > cuda_ipc > ibverbs > tcp: for each pair of ranks the communicator takes
 // the first transport whose CanConnect() says yes, so TCP is the fallback that reaches everyone.
+// cuda_ipc exists only for communicators on device buffers (TransportContext::device), and for
+// them CreateTransports puts it first, so their GPU peers on the host link over it.
 // Adding a transport is one line in registry.cc.
 #pragma once
 

@@ -1,7 +1,8 @@
 // Transport: makes Connections between the ranks of one communicator.
 //
 // One Transport object exists per communicator and per transport kind. Transports are tried in
-// registry order (cuda_ipc > shm > ibverbs > tcp); the first whose CanConnect() says yes for a
+// registry order (shm > cuda_ipc > ibverbs > tcp; cuda_ipc first on device communicators, the only
+// ones that have it: transport/registry.h); the first whose CanConnect() says yes for a
 // pair links that pair, so a new transport is a new folder plus one registration line in
 // transport/registry.cc.
 #pragma once

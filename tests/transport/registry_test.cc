@@ -12,7 +12,7 @@ using Names = std::vector<std::string>;
 TEST_CASE("registry lists transports in priority order", "[registry]") {
   Names names;
   for (const TransportFactory& f : TransportFactories()) names.push_back(f.name);
-  CHECK(names == Names{"cuda_ipc", "shm", "ibverbs", "tcp"});
+  CHECK(names == Names{"shm", "cuda_ipc", "ibverbs", "tcp"});
 }
 
 TEST_CASE("SelectTransportNames follows NCCL's include/exclude syntax", "[registry]") {
@@ -21,8 +21,8 @@ TEST_CASE("SelectTransportNames follows NCCL's include/exclude syntax", "[regist
     Names expected;
   };
   const Case cases[] = {
-      {"", {"cuda_ipc", "shm", "ibverbs", "tcp"}},
-      {"^", {"cuda_ipc", "shm", "ibverbs", "tcp"}},
+      {"", {"shm", "cuda_ipc", "ibverbs", "tcp"}},
+      {"^", {"shm", "cuda_ipc", "ibverbs", "tcp"}},
       {"tcp", {"tcp"}},
       {"TCP", {"tcp"}},
       {" tcp , shm ", {"shm", "tcp"}},  // priority order, not spec order
