@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,9 +30,12 @@ Status Check(cudaError_t err, const char* what) {
 
 // The two driver functions the runtime has no form of.
 using StreamValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+// cuMemGetAddressRange: the allocation a device pointer belongs to, for Classify's cache.
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 struct DriverOps {
   StreamValue32Fn wait_value32 = nullptr;
   StreamValue32Fn write_value32 = nullptr;
+  AddressRangeFn address_range = nullptr;  // may be null: then nothing is cached
 };
 
 Status Driver(CUresult result, const char* what) {
@@ -55,13 +61,17 @@ class CudaEvent : public Event {
 
 class CudaStream : public Stream {
  public:
-  CudaStream(int ordinal, cudaStream_t stream, DriverOps driver)
-      : ordinal_(ordinal), stream_(stream), driver_(driver) {}
+  // `owned`: made by NewStream (destroyed here); otherwise an application's (WrapStream).
+  CudaStream(int ordinal, cudaStream_t stream, DriverOps driver, bool owned = true)
+      : ordinal_(ordinal), stream_(stream), driver_(driver), owned_(owned) {}
   ~CudaStream() override {
+    if (!owned_) return;
     cudaSetDevice(ordinal_);
     Synchronize(Deadline::AfterMs(1000)).ok();  // see Stream's destructor contract
     cudaStreamDestroy(stream_);
   }
+
+  void* native() const override { return stream_; }
 
   Status Copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
@@ -140,6 +150,7 @@ class CudaStream : public Stream {
   int ordinal_;
   cudaStream_t stream_;
   DriverOps driver_;
+  bool owned_;
 };
 
 class CudaMemory : public Memory {
@@ -257,7 +268,66 @@ class CudaDevice : public Device {
     return std::unique_ptr<Memory>(new CudaMemory(ordinal_, CudaMemory::Kind::kImported, data, handle.size));
   }
 
+  // Device allocations are cached by range (cuMemGetAddressRange), so a buffer used again costs
+  // a map lookup. Host answers are not cached: host memory can be registered later, and the
+  // lookup for it is one cudaPointerGetAttributes. A freed range may stay cached: with unified
+  // addressing device addresses are never host addresses, so the answer stays right.
+  Result<PointerKind> Classify(const void* ptr) override {
+    if (ptr == nullptr) return PointerKind::kUnknown;
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    {
+      std::lock_guard<std::mutex> lock(ranges_mutex_);
+      auto it = device_ranges_.upper_bound(p);
+      if (it != device_ranges_.begin() && p < std::prev(it)->first + std::prev(it)->second) {
+        return PointerKind::kDevice;
+      }
+    }
+    cudaPointerAttributes attributes;
+    const cudaError_t err = cudaPointerGetAttributes(&attributes, ptr);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return PointerKind::kUnknown;
+    }
+    switch (attributes.type) {
+      case cudaMemoryTypeDevice:
+      case cudaMemoryTypeManaged: break;
+      case cudaMemoryTypeHost:
+      case cudaMemoryTypeUnregistered: return PointerKind::kHost;
+      default: return PointerKind::kUnknown;
+    }
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    if (driver_.address_range != nullptr &&
+        driver_.address_range(&base, &bytes, reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS && bytes > 0) {
+      std::lock_guard<std::mutex> lock(ranges_mutex_);
+      device_ranges_[static_cast<uintptr_t>(base)] = bytes;
+    }
+    return PointerKind::kDevice;
+  }
+
+  Result<std::unique_ptr<Stream>> WrapStream(void* native) override {
+    // NCCL's NULL stream is the legacy default stream, whatever the per-thread default is.
+    cudaStream_t stream = native == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(native);
+    return std::unique_ptr<Stream>(new CudaStream(ordinal_, stream, driver_, /*owned=*/false));
+  }
+
+  Result<bool> IsCapturing(void* native) override {
+    cudaStream_t stream = native == nullptr ? cudaStreamLegacy : static_cast<cudaStream_t>(native);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      // Asking about the legacy stream while another stream captures globally is itself an
+      // error CUDA reports as such: a capture is under way.
+      if (err == cudaErrorStreamCaptureImplicit) return true;
+      return Check(err, "cudaStreamIsCapturing");
+    }
+    return capture != cudaStreamCaptureStatusNone;
+  }
+
  private:
+  std::mutex ranges_mutex_;  // guards device_ranges_; a leaf
+  std::map<uintptr_t, size_t> device_ranges_;  // base -> bytes of device allocations seen
   int ordinal_;
   std::string description_;
   DriverOps driver_;
@@ -296,6 +366,9 @@ Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
   DriverOps driver;
   BRAID_ASSIGN_OR_RETURN(driver.wait_value32, DriverFunction("cuStreamWaitValue32"));
   BRAID_ASSIGN_OR_RETURN(driver.write_value32, DriverFunction("cuStreamWriteValue32"));
+  // Optional: without it Classify asks CUDA every time.
+  auto address_range = DriverFunction("cuMemGetAddressRange");
+  if (address_range.ok()) driver.address_range = reinterpret_cast<AddressRangeFn>(address_range.value());
   const std::string description = "CUDA device " + std::to_string(ordinal) + " (" + prop.name + ", sm_" +
                                   std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   return std::unique_ptr<Device>(new CudaDevice(ordinal, description, driver));

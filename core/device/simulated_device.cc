@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -64,11 +65,29 @@ class SimEvent : public Event {
   std::atomic<uint64_t> completed_{0};
 };
 
+class SimStream;
+
+// The simulated streams alive in this process, so that a braidStream_t handed in by an
+// application can be checked before it is used (a stale or foreign handle is an error, not a
+// crash). Lock order: a leaf.
+std::mutex live_streams_mutex;
+std::set<const SimStream*>& LiveStreams() {
+  static auto* live = new std::set<const SimStream*>();
+  return *live;
+}
+
 class SimStream : public Stream {
  public:
-  SimStream() : worker_([this] { Run(); }) {}
+  SimStream() : worker_([this] { Run(); }) {
+    std::lock_guard<std::mutex> lock(live_streams_mutex);
+    LiveStreams().insert(this);
+  }
 
   ~SimStream() override {
+    {
+      std::lock_guard<std::mutex> lock(live_streams_mutex);
+      LiveStreams().erase(this);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait_for(lock, std::chrono::seconds(1), [&] { return done_ == enqueued_; });
     stopping_ = true;
@@ -147,6 +166,13 @@ class SimStream : public Stream {
                            running_);
   }
 
+  // The application's handle is the stream object itself.
+  void* native() const override { return const_cast<SimStream*>(this); }
+
+  // SimulateCapture's model of cudaStreamBeginCapture / EndCapture.
+  void SetCapturing(bool capturing) { capturing_.store(capturing); }
+  bool capturing() const { return capturing_.load(); }
+
  private:
   struct Item {
     std::string what;
@@ -187,7 +213,56 @@ class SimStream : public Stream {
   std::string running_ = "nothing";
   bool stopping_ = false;
   std::atomic<bool> abandoned_{false};
+  std::atomic<bool> capturing_{false};
   std::thread worker_;  // last: starts after the members above exist
+};
+
+// WrapStream's result: every call goes to the application's stream, which it does not own.
+class BorrowedSimStream : public Stream {
+ public:
+  explicit BorrowedSimStream(SimStream* target) : target_(target) {}
+  Status Copy(void* dst, const void* src, size_t bytes) override { return target_->Copy(dst, src, bytes); }
+  Status Reduce(DataType type, ReduceOp op, void* out, const void* a, const void* b, size_t count) override {
+    return target_->Reduce(type, op, out, a, b, count);
+  }
+  Status Divide(DataType type, void* buf, size_t count, int divisor) override {
+    return target_->Divide(type, buf, count, divisor);
+  }
+  Status Record(Event& event) override { return target_->Record(event); }
+  Status Wait(Event& event) override { return target_->Wait(event); }
+  Status WriteValue32(uint32_t* flag, uint32_t value) override { return target_->WriteValue32(flag, value); }
+  Status WaitValue32(uint32_t* flag, uint32_t value) override { return target_->WaitValue32(flag, value); }
+  Status Synchronize(Deadline deadline) override { return target_->Synchronize(deadline); }
+  void* native() const override { return target_->native(); }
+
+ private:
+  SimStream* target_;
+};
+
+// Which [begin, end) ranges are "device" memory (Allocate's and Import's), for Classify. Shared
+// with the memory objects, whose release removes their range. Lock order: a leaf.
+class DeviceRanges {
+ public:
+  void Add(const void* begin, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_[reinterpret_cast<uintptr_t>(begin)] = bytes;
+  }
+  void Remove(const void* begin) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_.erase(reinterpret_cast<uintptr_t>(begin));
+  }
+  bool Contains(const void* ptr) const {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ranges_.upper_bound(p);
+    if (it == ranges_.begin()) return false;
+    --it;
+    return p < it->first + it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uintptr_t, size_t> ranges_;  // begin -> bytes
 };
 
 class PlainMemory : public Memory {
@@ -263,6 +338,8 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 
 class SimDevice : public Device {
  public:
+  SimDevice() : ranges_(std::make_shared<DeviceRanges>()) {}
+
   std::string Describe() const override { return "simulated device (CPU threads; not a GPU)"; }
   bool IsSimulation() const override { return true; }
 
@@ -284,7 +361,10 @@ class SimDevice : public Device {
       close(fd);
       return failed;
     }
-    return std::unique_ptr<Memory>(new MemfdMemory(data, bytes, fd));
+    ranges_->Add(data, bytes);
+    auto memory = std::unique_ptr<Memory>(new MemfdMemory(data, bytes, fd));
+    // Its range is forgotten before it is unmapped (TrackedMemory's destructor runs first).
+    return Tracked(std::move(memory));
   }
 
   Result<std::unique_ptr<Memory>> AllocateHost(size_t bytes) override {
@@ -387,7 +467,8 @@ class SimDevice : public Device {
   }
 
   Result<IpcHandle> Export(const Memory& memory) override {
-    const auto* memfd = dynamic_cast<const MemfdMemory*>(&memory);
+    const auto* tracked = dynamic_cast<const TrackedMemory*>(&memory);
+    const auto* memfd = dynamic_cast<const MemfdMemory*>(tracked != nullptr ? &tracked->inner() : &memory);
     if (memfd == nullptr) return Status::InvalidArgument("simulated device: only memory from Allocate can be exported");
     SimIpcHandle sim;
     std::memcpy(sim.magic, kIpcMagic, sizeof(kIpcMagic));
@@ -421,12 +502,83 @@ class SimDevice : public Device {
     close(fd);
     if (data == MAP_FAILED) return Status::SystemError(Errno("simulated device: mmap of an import"));
     const size_t size = handle.size;
-    return std::unique_ptr<Memory>(new PlainMemory(data, size, [data, size] { munmap(data, size); }));
+    ranges_->Add(data, size);
+    return Tracked(std::unique_ptr<Memory>(new PlainMemory(data, size, [data, size] { munmap(data, size); })));
   }
+
+  Result<PointerKind> Classify(const void* ptr) override {
+    if (ptr == nullptr) return PointerKind::kUnknown;
+    return ranges_->Contains(ptr) ? PointerKind::kDevice : PointerKind::kHost;
+  }
+
+  Result<std::unique_ptr<Stream>> WrapStream(void* native) override {
+    if (native == nullptr) return std::unique_ptr<Stream>(new BorrowedSimStream(LegacyDefaultStream()));
+    BRAID_ASSIGN_OR_RETURN(SimStream* stream, Live(native));
+    return std::unique_ptr<Stream>(new BorrowedSimStream(stream));
+  }
+
+  Result<bool> IsCapturing(void* native) override {
+    if (native == nullptr) return false;  // the simulation never captures its default stream
+    BRAID_ASSIGN_OR_RETURN(SimStream* stream, Live(native));
+    return stream->capturing();
+  }
+
+ private:
+  // Memory whose range leaves ranges_ when it is freed.
+  class TrackedMemory : public Memory {
+   public:
+    TrackedMemory(std::unique_ptr<Memory> inner, std::shared_ptr<DeviceRanges> ranges)
+        : inner_(std::move(inner)), ranges_(std::move(ranges)) {}
+    ~TrackedMemory() override { ranges_->Remove(inner_->data()); }
+    void* data() const override { return inner_->data(); }
+    size_t size() const override { return inner_->size(); }
+    const Memory& inner() const { return *inner_; }
+
+   private:
+    std::unique_ptr<Memory> inner_;
+    std::shared_ptr<DeviceRanges> ranges_;
+  };
+  std::unique_ptr<Memory> Tracked(std::unique_ptr<Memory> memory) {
+    return std::unique_ptr<Memory>(new TrackedMemory(std::move(memory), ranges_));
+  }
+
+  static Result<SimStream*> Live(void* native) {
+    std::lock_guard<std::mutex> lock(live_streams_mutex);
+    auto* stream = static_cast<SimStream*>(native);
+    if (LiveStreams().count(stream) == 0) {
+      return Status::InvalidArgument("stream is not a live simulated stream (destroyed, or not made by the "
+                                     "simulated device)");
+    }
+    return stream;
+  }
+
+  // NCCL's NULL stream is CUDA's legacy default stream; the simulation's is one stream per
+  // process, made on first use (a child forked after the parent made one gets its own: threads
+  // do not survive fork). Never destroyed: work may still be queued on it at exit.
+  SimStream* LegacyDefaultStream() {
+    std::lock_guard<std::mutex> lock(default_mutex_);
+    if (default_stream_ == nullptr || default_pid_ != getpid()) {
+      default_stream_ = new SimStream();
+      default_pid_ = getpid();
+    }
+    return default_stream_;
+  }
+
+  std::shared_ptr<DeviceRanges> ranges_;
+  std::mutex default_mutex_;  // guards the two below; a leaf
+  SimStream* default_stream_ = nullptr;
+  pid_t default_pid_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<Device> NewSimulatedDevice() { return std::make_unique<SimDevice>(); }
+
+Status SimulateCapture(Stream& stream, bool capturing) {
+  auto* sim = dynamic_cast<SimStream*>(&stream);
+  if (sim == nullptr) return Status::InvalidArgument("SimulateCapture: not a stream of the simulated device");
+  sim->SetCapturing(capturing);
+  return Status::Ok();
+}
 
 }  // namespace braid::device

@@ -17,6 +17,14 @@
 
 namespace braid::device {
 
+// Classify: memory from Allocate or Import is kDevice (the simulation keeps their ranges), any
+// other non-null pointer kHost. WrapStream takes a simulated stream's native() handle (null: a
+// per-process default stream standing for CUDA's legacy default stream).
 std::unique_ptr<Device> NewSimulatedDevice();
+
+// The simulation's stand-in for cudaStreamBeginCapture / cudaStreamEndCapture, for tests of
+// braid's refusal to be captured: while `capturing`, IsCapturing(stream.native()) is true. It
+// changes nothing else (work enqueued still runs).
+Status SimulateCapture(Stream& stream, bool capturing);
 
 }  // namespace braid::device
