@@ -2,8 +2,9 @@
 // every namespace host): every collective, through braid.h over env://, checked against the
 // serial oracles of tests/collectives (exact small-integer reductions, data-movement values that
 // name source, destination and index), once with the cost model's choice and once with each
-// flat algorithm family forced (BRAID_ALGO's syntax through braidConfig_t::algo), so ring, tree,
-// recursive doubling, halving-doubling, direct and binomial all cross the hosts' links. Then a
+// algorithm family forced (BRAID_ALGO's syntax through braidConfig_t::algo), so the two-level
+// algorithms and the flat ring, tree, recursive doubling, halving-doubling, direct and binomial
+// all cross the hosts' links. Then a
 // point-to-point ring. Exits 0 only when every rank saw every call right, and prints one line
 // per rank: "multihost_check: rank R of N: K calls checked, F wrong".
 #include <cstdio>
@@ -26,8 +27,10 @@ constexpr Coll kCollectives[] = {Coll::kAllReduce, Coll::kBroadcast,     Coll::k
 // as one message (chain broadcast and reduce, ring all-gather's blocks), so chunking crosses
 // the hosts too.
 constexpr size_t kCounts[] = {1, 37, 4099, 300000};
-// "" = the cost model's choice; the others force one flat family wherever a collective has it.
-const char* const kAlgorithms[] = {"", "ring", "tree", "rd", "rhd", "direct", "binomial"};
+// "" = the cost model's choice (two-level across hosts for most calls); the others force one
+// family wherever a collective has it.
+// "hier" forces the two-level algorithms (algorithms/hierarchical.h) where a collective has them.
+const char* const kAlgorithms[] = {"", "hier", "ring", "tree", "rd", "rhd", "direct", "binomial"};
 
 // The calls of one communicator: every collective and count, out of place and in place, sum
 // and max where it reduces, the last rank as root where it has one; int32 at one count.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Multi-host jobs on this machine: 2 hosts x 2 ranks, 4 x 2 and 2 x 4, each host a network
 # namespace (netns_hosts.sh), each host's ranks started by braidrun's multi-node flags inside it,
-# with braid's default transports. Every rank runs multihost_check (every collective and flat
+# with braid's default transports. Every rank runs multihost_check (every collective and
 # algorithm, checked against serial oracles), and the logs must show:
 #   - shared memory between the ranks of one host and TCP between hosts, for every link made
 #     (before host identity included the network namespace, 2 x 2 failed here: "rank 2 is gone");
-#   - each rank's topology: the right host count, ranks per host and the ranks on its host.
+#   - each rank's topology: the right host count, ranks per host and the ranks on its host;
+#   - the two-level algorithms: the cost model's INFO line says from which size it picks them,
+#     and collectives ran by "hier" (multihost_check forces them too).
 # Needs root; without it (or without `ip netns`) it fails saying so: a skip would read as a pass.
 set -uo pipefail
 
@@ -77,6 +79,12 @@ run_job() {
     else
       fail "$name: rank $r's log lacks '$want_topo' (has: $(grep -o 'topology: .*' "$log" | head -1))"
     fi
+    # Across hosts the cost model prices the two-level algorithms and says where it picks them,
+    # and some calls (the model's and the forced ones) ran them.
+    if ! grep -qE "two-level algorithms: allreduce from [0-9]+ [KMG]?i?B" "$log"; then
+      fail "$name: rank $r's log lacks 'two-level algorithms: allreduce from ...' (has: $(grep -o 'two-level algorithms: .*' "$log" | head -1))"
+    fi
+    grep -q ": algorithm hier" "$log" || fail "$name: rank $r ran no collective by 'hier'"
     while read -r peer over; do
       links=$((links + 1))
       if [ $((peer / per_host)) -eq "$host" ]; then want=shm; else want=tcp; fi

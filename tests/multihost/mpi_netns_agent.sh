@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Open MPI's remote agent for namespace hosts (measure_hier.sh): mpirun calls it as ssh,
+# `mpi_netns_agent.sh HOST COMMAND...`, and it runs COMMAND inside the network namespace of HOST,
+# an address that MH_NETNS_OF (set by the caller: "10.213.0.1=nsA 10.213.0.2=nsB ...") names.
+set -u
+host=$1
+shift
+for pair in ${MH_NETNS_OF:-}; do
+  if [ "${pair%%=*}" = "$host" ]; then
+    exec ip netns exec "${pair#*=}" /bin/sh -c "$*"
+  fi
+done
+echo "mpi_netns_agent.sh: no namespace for host '$host' (MH_NETNS_OF='${MH_NETNS_OF:-}')" >&2
+exit 1
