@@ -22,7 +22,11 @@ Subgroup::Subgroup(const CollectiveContext& parent, std::vector<int> members, si
   ctx_.ranks = ranks_.data();
   // Room for the reserve and a ring-family phase's slots (chunk_elems elements each, at least one
   // element of the widest type), so no phase's request moves the reserve (see the header).
-  parent_.scratch(reserve_ + Primitives::kSlots * (parent.chunk_bytes + 16));
+  parent_.scratch(reserve_ + SubgroupPhaseScratch(parent));
+}
+
+size_t SubgroupPhaseScratch(const CollectiveContext& ctx) {
+  return Primitives::kSlots * (ctx.chunk_bytes + 16);
 }
 
 std::vector<int> SamePlaceGroup(const HostTopology& topology, int local_rank) {

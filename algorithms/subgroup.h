@@ -75,6 +75,10 @@ class Subgroup {
   CollectiveContext ctx_;
 };
 
+// The scratch a ring-family phase in a Subgroup may ask for (Primitives' slots): a reserve this
+// large keeps two subgroups' phases apart when they run at once on two threads.
+size_t SubgroupPhaseScratch(const CollectiveContext& ctx);
+
 // The groups a two-level algorithm runs its phases in, from the communicator's topology.
 // Host `host`'s ranks, in rank order (the group inside a host).
 inline const std::vector<int>& HostGroup(const HostTopology& topology, int host) {

@@ -223,6 +223,40 @@ TEST_CASE("two-level collectives on made-up hosts", "[hier]") {
   CHECK(Failures(results).empty());
 }
 
+// Buffers of several 2 MiB pieces take the pipelined path: each piece's cross-host phase on a
+// helper thread while the calling thread works inside the host on its neighbours.
+TEST_CASE("two-level allreduce of large buffers, pieces pipelined", "[hier][pipelined]") {
+  struct Shape {
+    const char* name;
+    std::vector<std::string> keys;
+  };
+  const Shape shape = GENERATE(Shape{"2 hosts x 4, in rank order", {"a", "a", "a", "a", "b", "b", "b", "b"}},
+                               Shape{"3 hosts x 2, interleaved", {"x", "y", "z", "x", "y", "z"}});
+  const std::string transport = GENERATE(as<std::string>(), "shm", "tcp");
+  CAPTURE(shape.name, transport);
+  const HostTopology topology = HostTopology::FromHostKeys(shape.keys);
+  auto mesh = braid::testing::MakeTransportMesh(transport, topology.ranks(), kTimeoutMs);
+  REQUIRE(mesh.error.empty());
+  // 3 pieces and a bit: pieces, shards and slices all uneven.
+  const size_t count = (size_t{3} << 20) / 2 + 5;
+  auto results = RunThreads(topology.ranks(), [&](int rank, int) -> std::string {
+    RankContext rc(mesh, rank, topology);
+    rc.ctx.chunk_bytes = 512 * 1024;
+    uint64_t sequence = 0;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      for (bool in_place : {false, true}) {
+        rc.ctx.sequence = OperationSequence(TagSpace::kCollective, sequence++);
+        const std::string failure =
+            RunOne(rc.ctx, Collective::kAllReduce, count, op, in_place, 0);
+        if (!failure.empty()) return failure;
+      }
+    }
+    return "";
+  });
+  INFO(Failures(results));
+  CHECK(Failures(results).empty());
+}
+
 TEST_CASE("the cost model picks two levels across hosts only", "[hier][selector]") {
   const AlgorithmPolicy any;
   LinkModel link;  // the network: 1 GB/s, 10 us
