@@ -235,6 +235,22 @@ braidResult_t braidCommCount(const braidComm_t comm, int* count);
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
 braidResult_t braidCommCuDevice(const braidComm_t comm, int* device); /* -1: host-only comm */
 
+/* ---- Buffer registration (ncclCommRegister / ncclCommDeregister) ----
+ * Registers [buff, buff + size) with comm for zero-copy use by peers on this host, and returns an
+ * opaque handle in *handle. A device buffer (cudaMalloc memory of the communicator's device) is
+ * exported with cudaIpcGetMemHandle of its allocation's base plus the buffer's offset; the export
+ * is cached per allocation and communicator, so registering many slices of one allocation asks
+ * CUDA once. Host memory, and every buffer in a process without a device, is recorded only (there
+ * is nothing to export). Keep the buffer allocated until it is deregistered. Registering the same
+ * range twice gives two handles, each deregistered once. Never blocks on other ranks; any thread.
+ * Errors: braidInvalidArgument for buff NULL, size 0, handle NULL, a device range that runs past
+ * its allocation, or memory CUDA cannot export (e.g. cuMemCreate's or a pool's), naming which;
+ * braidInvalidUsage for a destroyed communicator. *handle is NULL after a failure. */
+braidResult_t braidCommRegister(const braidComm_t comm, void* buff, size_t size, void** handle);
+/* Releases a registration. braidInvalidArgument for NULL, a handle another communicator gave,
+ * or one already deregistered. */
+braidResult_t braidCommDeregister(const braidComm_t comm, void* handle);
+
 /* ---- Collectives. Every rank of comm calls each one, in the same order (see the head of this
  * file for counts, in-place layouts, streams, threads and errors). ---- */
 

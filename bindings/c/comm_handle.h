@@ -14,8 +14,15 @@
 #include "core/communicator.h"
 #include "core/base/status.h"
 
+namespace braid::capi {
+class Registrations;  // registrations.h
+}  // namespace braid::capi
+
 struct braidComm {
   std::unique_ptr<braid::Communicator> impl;
+  // braidCommRegister's buffers, made on first use (comm_register.cc; shared_ptr: the type stays
+  // incomplete here).
+  std::shared_ptr<braid::capi::Registrations> registrations;
   std::mutex last_error_mutex;  // guards last_error
   std::string last_error;
 };
