@@ -79,16 +79,7 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
       unreachable_over = t->name();
       continue;
     }
-    BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << t->name() << " ("
-                            << *address << ")";
-    std::unique_ptr<transport::Connection> link = std::move(connection).value();
-    if (auto decorate = transport::CurrentConnectionDecorator()) {
-      link = decorate(rank_, peer, std::move(link));  // fault tests only
-    }
-    transport::Connection* raw = link.get();
-    links_[peer] = std::move(link);
-    by_peer_[peer] = raw;
-    return raw;
+    return Adopt(peer, *t, *address, std::move(connection).value());
   }
   if (unreachable_over != nullptr) return unreachable;
   return Status::InvalidUsage("rank " + std::to_string(rank_) + ": no enabled transport can reach rank " +
@@ -96,25 +87,60 @@ Result<transport::Connection*> LinkPool::Get(int peer, Deadline deadline) {
                               "); check BRAID_TRANSPORTS");
 }
 
+transport::Connection* LinkPool::Adopt(int peer, const transport::Transport& over,
+                                       const std::string& address,
+                                       std::unique_ptr<transport::Connection> link) {
+  BRAID_LOG(kInfo, rank_) << "connected to rank " << peer << " over " << over.name() << " ("
+                          << address << ")";
+  if (auto decorate = transport::CurrentConnectionDecorator()) {
+    link = decorate(rank_, peer, std::move(link));  // fault tests only
+  }
+  transport::Connection* raw = link.get();
+  links_[peer] = std::move(link);
+  by_peer_[peer] = raw;
+  return raw;
+}
+
 Result<transport::Connection*> LinkPool::GetIfReady(int peer, Deadline deadline) {
   if (by_peer_[peer] != nullptr) return by_peer_[peer];
-  // The record is read with the caller's deadline: the claim below gives Get an expired one.
-  BRAID_RETURN_IF_ERROR(AddressesOf(peer, deadline).status());
+  // The record is read with the caller's deadline; the claims below use an expired one.
+  const rendezvous::PeerRecord* record = nullptr;
+  BRAID_ASSIGN_OR_RETURN(record, AddressesOf(peer, deadline));
   const transport::PeerInfo self_info = PeerInfoOf(rank_, peers_[rank_]);
   const transport::PeerInfo peer_info = PeerInfoOf(peer, peers_[peer]);
+  // Why look past the first transport: the peer dials as Get does, so where the first transport
+  // that can link the pair proved out of its reach (kRemoteError) it dialed the next one, and its
+  // link waits there; claiming only on the first would never find it, and a receive from any
+  // rank would wait for that peer until its deadline. Each claim with an expired deadline takes
+  // a link the peer made or leaves nothing behind, so asking every transport in order is safe.
+  const char* passed_over = nullptr;  // the first transport that had no link from the peer
   for (const auto& t : transports_) {
-    if (peers_[peer].AddressOf(t->name()) == nullptr || !t->CanConnect(self_info, peer_info)) {
-      continue;
-    }
-    if (!t->AwaitsDial(rank_, peer)) break;  // this rank dials: Get makes the link
-    // Claims the peer's link if it is there; an expired deadline waits for nothing.
-    auto claimed = Get(peer, Deadline(Deadline::Clock::now()));
-    if (!claimed.ok() && claimed.status().code() == Code::kTimeout) {
+    const std::string* address = record->AddressOf(t->name());
+    if (address == nullptr || !t->CanConnect(self_info, peer_info)) continue;
+    if (!t->AwaitsDial(rank_, peer)) {
+      // This rank dials: Get makes the link, falling back as the peer does. Past a transport
+      // where this rank waits, though, the peer may still be dialing that one: it is not known
+      // yet whether this one is needed, so nothing is dialed.
+      if (passed_over == nullptr) return Get(peer, deadline);
       return static_cast<transport::Connection*>(nullptr);
     }
-    return claimed;
+    auto claimed = t->Connect(peer, *address, Deadline(Deadline::Clock::now()));
+    if (claimed.ok()) {
+      if (passed_over != nullptr) {
+        BRAID_LOG(kInfo, rank_) << "no " << passed_over << " link from rank " << peer
+                                << " (out of its reach); it linked over " << t->name();
+      }
+      return Adopt(peer, *t, *address, std::move(claimed).value());
+    }
+    if (claimed.status().code() != Code::kTimeout) {
+      return claimed.status().WithContext("rank " + std::to_string(rank_) +
+                                          ": connecting to rank " + std::to_string(peer) +
+                                          " over " + t->name());
+    }
+    if (passed_over == nullptr) passed_over = t->name();
   }
-  return Get(peer, deadline);
+  if (passed_over != nullptr) return static_cast<transport::Connection*>(nullptr);
+  return Get(peer, deadline);  // no transport can link the pair: Get says so
 }
 
 void LinkPool::Abort(const Status& reason) {

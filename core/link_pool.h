@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/base/deadline.h"
@@ -86,8 +87,9 @@ class LinkPool {
   Result<transport::Connection*> Get(int peer, Deadline deadline);
   // As Get, but never waits for the peer: the existing link; else one this rank makes alone
   // (it dials, the peer's listener answers; up to `deadline`); else one the peer has already
-  // dialed (claimed now); else nullptr (the peer has not dialed yet: ask again later). Same
-  // locking as Get.
+  // dialed (claimed now), over the first transport that can link the pair or, where the peer
+  // found that one out of its reach and moved on as Get does, over a later one; else nullptr
+  // (the peer has not dialed yet: ask again later). Same locking as Get.
   Result<transport::Connection*> GetIfReady(int peer, Deadline deadline);
   // Links made so far. Caller holds lane().
   size_t LinkCount() const { return links_.size(); }
@@ -96,6 +98,11 @@ class LinkPool {
   void Abort(const Status& reason);
 
  private:
+  // Records `link` to `peer`, made over `over` at `address`, as the pool's link to `peer` (INFO
+  // line; the fault tests' decorator). Same locking as Get.
+  transport::Connection* Adopt(int peer, const transport::Transport& over,
+                               const std::string& address,
+                               std::unique_ptr<transport::Connection> link);
   // `peer`'s full record, from records_ on the first call. Same locking as Get.
   Result<const rendezvous::PeerRecord*> AddressesOf(int peer, Deadline deadline);
 

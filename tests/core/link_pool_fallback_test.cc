@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,15 +35,18 @@ rendezvous::PeerRecord OneHostRecord() {
   return record;
 }
 
-TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fallback]") {
-  testing::LogCapture log("link_pool_fallback", "INFO");
+// Two ranks' pools with real shm and tcp transports on loopback, whose records claim one host but
+// publish shm addresses nobody listens at (what each rank sees of the other across namespaces).
+std::vector<std::unique_ptr<LinkPool>> PoolsWithUnreachableShm() {
   std::vector<std::vector<std::unique_ptr<transport::Transport>>> transports(2);
   std::vector<rendezvous::PeerRecord> records(2, OneHostRecord());
+  static uint64_t made = 0;  // each pair of pools its own communicator id
+  ++made;
   for (int r = 0; r < 2; ++r) {
     transport::TransportContext context;
     context.rank = r;
     context.size = 2;
-    context.comm_id = 0x5eed0000u + static_cast<uint64_t>(getpid());
+    context.comm_id = (made << 40) + 0x5eed0000u + static_cast<uint64_t>(getpid());
     context.secret = "fallback-test";
     context.config.socket_ifname = "lo";
     auto created = transport::CreateTransports(context);
@@ -62,6 +66,22 @@ TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fal
   for (int r = 0; r < 2; ++r) {
     pools.push_back(std::make_unique<LinkPool>(r, records, std::move(transports[r])));
   }
+  return pools;
+}
+
+// One 8-byte message from `from` to `to`, checked.
+void ExchangeOneMessage(transport::Connection* from, transport::Connection* to) {
+  uint64_t out = 0x0123456789abcdefull, in = 0;
+  transport::RequestPtr recv = to->PostRecv(&in, sizeof(in), 3);
+  transport::RequestPtr send = from->PostSend(&out, sizeof(out), 3);
+  CHECK(recv->Wait(Deadline::AfterMs(kDeadlineMs)).ok());
+  CHECK(send->Wait(Deadline::AfterMs(kDeadlineMs)).ok());
+  CHECK(in == out);
+}
+
+TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fallback]") {
+  testing::LogCapture log("link_pool_fallback", "INFO");
+  std::vector<std::unique_ptr<LinkPool>> pools = PoolsWithUnreachableShm();
   transport::Connection* links[2] = {nullptr, nullptr};
   std::string errors[2];
   std::vector<std::thread> ranks;
@@ -82,12 +102,7 @@ TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fal
   CHECK_FALSE(links[0]->LandsInPlace());
   CHECK_FALSE(links[1]->LandsInPlace());
 
-  uint64_t out = 0x0123456789abcdefull, in = 0;
-  transport::RequestPtr recv = links[1]->PostRecv(&in, sizeof(in), 3);
-  transport::RequestPtr send = links[0]->PostSend(&out, sizeof(out), 3);
-  CHECK(recv->Wait(Deadline::AfterMs(kDeadlineMs)).ok());
-  CHECK(send->Wait(Deadline::AfterMs(kDeadlineMs)).ok());
-  CHECK(in == out);
+  ExchangeOneMessage(links[0], links[1]);
 
   const std::string text = log.Text();
   for (int r = 0; r < 2; ++r) {
@@ -98,6 +113,59 @@ TEST_CASE("an unreachable shm peer is linked over tcp instead", "[link_pool][fal
   }
   CHECK(text.find("); trying tcp") != std::string::npos);
   CHECK(text.find("connected to rank 1 over tcp") != std::string::npos);
+  CHECK(text.find("connected to rank 0 over tcp") != std::string::npos);
+}
+
+// A receive from any rank links with whichever peer dials first, without waiting (GetIfReady):
+// rank 1 waits for rank 0's dial, and rank 0, finding shm out of its reach, dials over tcp. Rank
+// 1 must find that link on tcp; before, it asked shm alone and never saw it (its receive would
+// have waited for its deadline).
+TEST_CASE("a receive from any rank finds the peer's link on the next transport",
+          "[link_pool][fallback]") {
+  testing::LogCapture log("link_pool_fallback", "INFO");
+  std::vector<std::unique_ptr<LinkPool>> pools = PoolsWithUnreachableShm();
+  transport::Connection* dialed = nullptr;
+  std::string dial_error;
+  std::thread dialer([&] {
+    auto link = pools[0]->Get(1, Deadline::AfterMs(kDeadlineMs));
+    if (link.ok()) {
+      dialed = link.value();
+    } else {
+      dial_error = link.status().ToString();
+    }
+  });
+  // Rank 0 spends about a second finding shm unreachable (its dial is refused that long).
+  transport::Connection* claimed = nullptr;
+  std::string claim_error;
+  int polls = 0;
+  const Deadline give_up = Deadline::AfterMs(15000);
+  while (claimed == nullptr && claim_error.empty() && !give_up.Expired()) {
+    auto link = pools[1]->GetIfReady(0, Deadline::AfterMs(kDeadlineMs));
+    ++polls;
+    if (!link.ok()) {
+      claim_error = link.status().ToString();
+    } else if (link.value() != nullptr) {
+      claimed = link.value();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  dialer.join();
+  REQUIRE(dial_error == "");
+  REQUIRE(claim_error == "");
+  INFO("GetIfReady asked " << polls << " times");
+  REQUIRE(claimed != nullptr);
+  CHECK_FALSE(claimed->LandsInPlace());  // tcp, not shm
+  ExchangeOneMessage(dialed, claimed);
+  // Once claimed, the pool's link is the one every later call gets.
+  auto again = pools[1]->GetIfReady(0, Deadline::AfterMs(kDeadlineMs));
+  REQUIRE(again.ok());
+  CHECK(again.value() == claimed);
+
+  const std::string text = log.Text();
+  CAPTURE(text);
+  CHECK(text.find(":1 braid INFO no shm link from rank 0 (out of its reach); it linked over tcp") !=
+        std::string::npos);
   CHECK(text.find("connected to rank 0 over tcp") != std::string::npos);
 }
 
