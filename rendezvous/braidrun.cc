@@ -64,8 +64,9 @@ const char kUsage[] =
     "  --master-addr A          address of node 0, where the store runs (default 127.0.0.1)\n"
     "  --master-port P          store port (default: any free port; required if M > 1)\n"
     "  --no-prefix              do not prefix output lines with \"[rank] \"\n"
-    "  --bind-to auto|none|core bind local rank r to the r-th CPU braidrun may use (wrapping);\n"
-    "                           auto (default) binds only when the ranks outnumber those CPUs\n"
+    "  --bind-to auto|none|core core: bind local rank r to the r-th CPU braidrun may use\n"
+    "                           (wrapping); auto (default): to the r-th block of CPUs/ranks of\n"
+    "                           them, one CPU each once the ranks outnumber the CPUs\n"
     "  -h, --help               this text\n"
     "\n"
     "Each rank gets MASTER_ADDR, MASTER_PORT, RANK (= K*N + local rank), WORLD_SIZE (= M*N),\n"
@@ -463,7 +464,7 @@ int Run(int argc, char** argv) {
     }
     pid_t pid = -1;
     {
-      ScopedThreadAffinity bound(CpuForRank(o.bind, local, o.nproc, cpus));
+      ScopedThreadAffinity bound(CpusForRank(o.bind, local, o.nproc, cpus));
       if (!bound.error().empty()) Say("rank " + std::to_string(global) + ": " + bound.error());
       pid = SpawnRank(o, port, secret, local, out_pipe[1], err_pipe[1]);
     }

@@ -1,6 +1,7 @@
 #include "rendezvous/cpu_binding.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace braid::rendezvous {
@@ -23,24 +24,36 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
-int CpuForRank(BindPolicy policy, int local_rank, int local_ranks, const std::vector<int>& cpus) {
-  if (cpus.empty() || policy == BindPolicy::kNone) return -1;
-  if (policy == BindPolicy::kAuto && local_ranks <= static_cast<int>(cpus.size())) return -1;
-  return cpus[static_cast<size_t>(local_rank) % cpus.size()];
+std::vector<int> CpusForRank(BindPolicy policy, int local_rank, int local_ranks,
+                             const std::vector<int>& cpus) {
+  if (cpus.empty() || policy == BindPolicy::kNone || local_ranks < 1) return {};
+  const size_t count = cpus.size();
+  if (policy == BindPolicy::kCore || static_cast<size_t>(local_ranks) > count) {
+    return {cpus[static_cast<size_t>(local_rank) % count]};
+  }
+  // auto with a CPU or more per rank: rank r takes the r-th block of count / local_ranks.
+  const size_t share = count / static_cast<size_t>(local_ranks);
+  const auto first =
+      cpus.begin() + static_cast<std::ptrdiff_t>(share * static_cast<size_t>(local_rank));
+  return std::vector<int>(first, first + static_cast<std::ptrdiff_t>(share));
 }
 
-ScopedThreadAffinity::ScopedThreadAffinity(int cpu) {
-  if (cpu < 0) return;
+ScopedThreadAffinity::ScopedThreadAffinity(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
   CPU_ZERO(&saved_);
   if (sched_getaffinity(0, sizeof(saved_), &saved_) != 0) {
     error_ = std::string("sched_getaffinity: ") + std::strerror(errno);
     return;
   }
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (sched_setaffinity(0, sizeof(one), &one) != 0) {
-    error_ = "cannot bind to CPU " + std::to_string(cpu) + ": " + std::strerror(errno);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::string names;
+  for (int cpu : cpus) {
+    CPU_SET(cpu, &mask);
+    names += (names.empty() ? "" : ",") + std::to_string(cpu);
+  }
+  if (sched_setaffinity(0, sizeof(mask), &mask) != 0) {
+    error_ = "cannot bind to CPU " + names + ": " + std::strerror(errno);
     return;
   }
   restore_ = true;

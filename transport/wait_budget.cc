@@ -12,6 +12,12 @@ WaitBudget WaitBudget::For(int ranks) {
   return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
 }
 
+WaitBudget WaitBudget::For(int ranks, const std::string& policy) {
+  if (policy == "spin") return Dedicated();
+  if (policy == "yield") return Oversubscribed();
+  return For(ranks);
+}
+
 int64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "core/base/cpu_relax.h"
 #include "core/base/deadline.h"
@@ -50,6 +51,8 @@ struct WaitBudget {
   // Dedicated if `ranks` ranks fit on this machine's online CPUs (an upper bound on the ranks
   // sharing it), else oversubscribed.
   static WaitBudget For(int ranks);
+  // As Config::wait_policy says: "spin" Dedicated, "yield" Oversubscribed, else For(ranks).
+  static WaitBudget For(int ranks, const std::string& policy);
 };
 
 using braid::CpuRelax;

@@ -51,6 +51,12 @@ Result<Config> ParseEnvironment() {
   config.split_share = split_share == 1;
   BRAID_ASSIGN_OR_RETURN(config.shm_single_copy_bytes,
                          IntFromEnvironment("BRAID_SHM_SINGLE_COPY_BYTES", -1));
+  if (const char* v = std::getenv("BRAID_WAIT_POLICY")) config.wait_policy = v;
+  if (!config.wait_policy.empty() && config.wait_policy != "auto" &&
+      config.wait_policy != "spin" && config.wait_policy != "yield") {
+    return Status::InvalidArgument("BRAID_WAIT_POLICY='" + config.wait_policy +
+                                   "' is none of auto, spin, yield");
+  }
   return config;
 }
 

@@ -220,7 +220,8 @@ std::vector<std::string> RankCpuLists(const std::vector<std::string>& options, i
   return lists;
 }
 
-TEST_CASE("--bind-to core puts rank r on the r-th allowed CPU, none and auto leave them be",
+TEST_CASE("--bind-to core puts rank r on the r-th allowed CPU, auto on the r-th share, none "
+          "leaves them be",
           "[braidrun]") {
   const std::vector<int> cpus = braid::rendezvous::AllowedCpus();  // this process's mask
   REQUIRE(!cpus.empty());
@@ -233,7 +234,13 @@ TEST_CASE("--bind-to core puts rank r on the r-th allowed CPU, none and auto lea
   // auto binds an oversubscribed node the same way...
   CHECK(RankCpuLists({}, n) == core);
   CHECK(RankCpuLists({"--bind-to=auto"}, n) == core);
-  // ...and leaves ranks that have a CPU each, or were told none, where braidrun may run.
+  // ...gives ranks that have a CPU each one CPU of their own (as core does)...
+  const int fit = static_cast<int>(cpus.size());
+  std::vector<std::string> own = RankCpuLists({}, fit);
+  for (int r = 0; r < fit; ++r) {
+    CHECK(own[static_cast<size_t>(r)] == std::to_string(cpus[static_cast<size_t>(r)]));
+  }
+  // ...and a lone rank every CPU braidrun may use; none leaves every rank there.
   for (const std::string& list : RankCpuLists({}, 1)) CHECK(list == all);
   for (const std::string& list : RankCpuLists({"--bind-to", "none"}, n)) CHECK(list == all);
 }

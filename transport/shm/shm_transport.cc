@@ -471,7 +471,9 @@ struct ShmTransport::State {
     setup.remote_min_bytes =
         link.same_process ? options.same_process_copy_bytes : options.cross_process_copy_bytes;
     setup.stalled = stalled;
-    setup.budget = options.wait_budget ? *options.wait_budget : WaitBudget::For(context.size);
+    setup.budget = options.wait_budget
+                       ? *options.wait_budget
+                       : WaitBudget::For(context.size, context.config.wait_policy);
     setup.peer_reads_us = link.peer_reads_us;
     setup.we_read_peer = link.we_read_peer;
     setup.same_process = link.same_process;

@@ -155,7 +155,8 @@ struct TcpTransport::State : std::enable_shared_from_this<TcpTransport::State> {
         rank(ctx.rank),
         io(std::make_shared<asio::io_context>(1)),
         work(asio::make_work_guard(*io)),
-        driver(std::make_shared<TcpDriver>(ctx.rank, WaitBudget::For(ctx.size))),
+        driver(std::make_shared<TcpDriver>(ctx.rank,
+                                           WaitBudget::For(ctx.size, ctx.config.wait_policy))),
         acceptor(*io),
         accept_retry(*io),
         backstop_timer(*io) {}
