@@ -49,14 +49,22 @@ algorithms::TrialOptions TrialsOf(const Config& config) {
 // with shared memory's step latency for hosts that run no more ranks than they have CPUs, or for
 // ranks that take turns on them.
 algorithms::LinkModel JobLinkModel(const algorithms::Calibration& calibration,
-                                   const std::vector<rendezvous::PeerRecord>& peers,
+                                   const rendezvous::PeerTable& peers,
                                    const std::vector<std::unique_ptr<transport::Transport>>& transports) {
+  // Per distinct identity rather than per rank (ranks of one identity get the same answer): the
+  // lowest rank above 0 that has each.
+  std::vector<int> first_rank(static_cast<size_t>(peers.distinct()), -1);
+  for (int r = peers.size() - 1; r >= 1; --r) {
+    first_rank[static_cast<size_t>(peers.identity_of(r))] = r;
+  }
   int slowest = -1;
-  for (size_t r = 1; r < peers.size(); ++r) {
+  for (int i = 0; i < peers.distinct(); ++i) {
+    const int r = first_rank[static_cast<size_t>(i)];
+    if (r < 0) continue;
     for (size_t t = 0; t < transports.size(); ++t) {
       const char* name = transports[t]->name();
       if (peers[0].AddressOf(name) != nullptr && peers[r].AddressOf(name) != nullptr &&
-          transports[t]->CanConnect(PeerInfoOf(0, peers[0]), PeerInfoOf(static_cast<int>(r), peers[r]))) {
+          transports[t]->CanConnect(PeerInfoOf(0, peers[0]), PeerInfoOf(r, peers[r]))) {
         slowest = std::max(slowest, static_cast<int>(t));
         break;
       }
@@ -77,10 +85,17 @@ algorithms::LinkModel JobLinkModel(const algorithms::Calibration& calibration,
 }
 
 // Which ranks share a host: one kernel and one network namespace (rendezvous::HostKey).
-algorithms::HostTopology TopologyOf(const std::vector<rendezvous::PeerRecord>& peers) {
+algorithms::HostTopology TopologyOf(const rendezvous::PeerTable& peers) {
+  std::vector<std::string> identity_keys;
+  identity_keys.reserve(static_cast<size_t>(peers.distinct()));
+  for (int i = 0; i < peers.distinct(); ++i) {
+    identity_keys.push_back(rendezvous::HostKey(peers.identity(i)));
+  }
   std::vector<std::string> keys;
-  keys.reserve(peers.size());
-  for (const rendezvous::PeerRecord& record : peers) keys.push_back(rendezvous::HostKey(record));
+  keys.reserve(static_cast<size_t>(peers.size()));
+  for (int r = 0; r < peers.size(); ++r) {
+    keys.push_back(identity_keys[static_cast<size_t>(peers.identity_of(r))]);
+  }
   return algorithms::HostTopology::FromHostKeys(keys);
 }
 
@@ -223,10 +238,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   const bool shared = options.shared_links != nullptr;
   std::shared_ptr<LinkPool> links = std::move(options.shared_links);
   std::vector<int> pool_ranks = std::move(options.pool_ranks);
-  std::vector<rendezvous::PeerRecord> peers;
+  rendezvous::PeerTable peers;
   if (shared) {
     // Split with splitShare: the parent already knows how to reach every member.
-    for (int pool_rank : pool_ranks) peers.push_back(links->peers()[pool_rank]);
+    peers = links->peers().Subset(pool_ranks);
   } else {
     transport::TransportContext context;
     context.rank = options.rank;
@@ -255,7 +270,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
     auto exchanged =
         rendezvous::ExchangePeerTable(*options.store, options.rank, options.size, self, deadline);
     if (!exchanged.ok()) return exchanged.status();
-    peers = exchanged.value().Expand();
+    peers = std::move(exchanged).value();
     links = std::make_shared<LinkPool>(options.rank, peers, std::move(transports),
                                        RecordsInStore(options.store));
     for (int r = 0; r < options.size; ++r) pool_ranks.push_back(r);
@@ -311,7 +326,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
   return comm;
 }
 
-Communicator::Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
+Communicator::Communicator(InitOptions options, rendezvous::PeerTable peers,
                            std::shared_ptr<LinkPool> links, std::vector<int> pool_ranks,
                            algorithms::AlgorithmPolicy policy)
     : rank_(options.rank),

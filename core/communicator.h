@@ -49,6 +49,7 @@
 #include "core/link_pool.h"
 #include "core/base/status.h"
 #include "rendezvous/peer_exchange.h"
+#include "rendezvous/peer_table.h"
 #include "rendezvous/store.h"
 #include "transport/connection.h"
 #include "transport/transport.h"
@@ -160,7 +161,7 @@ class Communicator {
   const LinkPool* links() const { return links_.get(); }
 
  private:
-  Communicator(InitOptions options, std::vector<rendezvous::PeerRecord> peers,
+  Communicator(InitOptions options, rendezvous::PeerTable peers,
                std::shared_ptr<LinkPool> links, std::vector<int> pool_ranks,
                algorithms::AlgorithmPolicy policy);
 
@@ -254,7 +255,8 @@ class Communicator {
   const uint64_t comm_id_;
   const std::string secret_;
   std::shared_ptr<rendezvous::Store> store_;
-  const std::vector<rendezvous::PeerRecord> peers_;
+  // Every rank's identity, one entry per host (the full records are read per linked peer).
+  const rendezvous::PeerTable peers_;
   // Which ranks share a host, from peers_ (the same on every rank); algorithms see it through
   // their context and the selector through its link model's hosts and ranks per host.
   const algorithms::HostTopology topology_;

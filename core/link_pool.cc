@@ -22,14 +22,14 @@ PeerRecordSource RecordsInStore(std::shared_ptr<rendezvous::Store> store) {
   };
 }
 
-LinkPool::LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
+LinkPool::LinkPool(int rank, rendezvous::PeerTable peers,
                    std::vector<std::unique_ptr<transport::Transport>> transports,
                    PeerRecordSource records)
     : rank_(rank),
       peers_(std::move(peers)),
       records_(std::move(records)),
       transports_(std::move(transports)),
-      by_peer_(peers_.size(), nullptr) {}
+      by_peer_(static_cast<size_t>(peers_.size()), nullptr) {}
 
 LinkPool::~LinkPool() {
   std::lock_guard<std::mutex> lock(lane_);
@@ -41,7 +41,7 @@ LinkPool::~LinkPool() {
 }
 
 Result<const rendezvous::PeerRecord*> LinkPool::AddressesOf(int peer, Deadline deadline) {
-  if (!records_) return &peers_[static_cast<size_t>(peer)];
+  if (!records_) return &peers_[peer];
   auto known = fetched_.find(peer);
   if (known != fetched_.end()) return &known->second;
   Result<rendezvous::PeerRecord> record = records_(peer, deadline);

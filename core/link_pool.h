@@ -26,6 +26,7 @@
 #include "core/base/deadline.h"
 #include "core/base/status.h"
 #include "rendezvous/peer_exchange.h"
+#include "rendezvous/peer_table.h"
 #include "rendezvous/store.h"
 #include "transport/connection.h"
 #include "transport/transport.h"
@@ -48,9 +49,15 @@ class LinkPool {
   // addresses come from `records` when it is first linked, so a rank reads the records of the
   // peers its algorithms use, not all n (rendezvous/peer_table.h). Null `records`: `peers` hold
   // the full records.
-  LinkPool(int rank, std::vector<rendezvous::PeerRecord> peers,
+  LinkPool(int rank, rendezvous::PeerTable peers,
            std::vector<std::unique_ptr<transport::Transport>> transports,
            PeerRecordSource records = nullptr);
+  // As above, from one full record per rank (tests).
+  LinkPool(int rank, const std::vector<rendezvous::PeerRecord>& peers,
+           std::vector<std::unique_ptr<transport::Transport>> transports,
+           PeerRecordSource records = nullptr)
+      : LinkPool(rank, rendezvous::PeerTable::FromRecords(peers), std::move(transports),
+                 std::move(records)) {}
   // Closes every link (pending requests fail), then the transports.
   ~LinkPool();
   LinkPool(const LinkPool&) = delete;
@@ -60,7 +67,7 @@ class LinkPool {
   int size() const { return static_cast<int>(peers_.size()); }
   // Every rank's identity (host, boot id, network namespace, CPUs, transport names); addresses
   // only where the pool has no record source.
-  const std::vector<rendezvous::PeerRecord>& peers() const { return peers_; }
+  const rendezvous::PeerTable& peers() const { return peers_; }
   const std::vector<std::unique_ptr<transport::Transport>>& transports() const { return transports_; }
 
   // Held for the whole of each operation of each communicator on this pool while more than one
@@ -107,7 +114,7 @@ class LinkPool {
   Result<const rendezvous::PeerRecord*> AddressesOf(int peer, Deadline deadline);
 
   const int rank_;
-  const std::vector<rendezvous::PeerRecord> peers_;
+  const rendezvous::PeerTable peers_;
   const PeerRecordSource records_;
   // The full records read so far, by rank; guarded by lane_.
   std::map<int, rendezvous::PeerRecord> fetched_;

@@ -95,6 +95,47 @@ std::string EncodePeerTable(const std::vector<PeerRecord>& identities) {
   return out + indices;
 }
 
+PeerTable PeerTable::FromRecords(const std::vector<PeerRecord>& records) {
+  PeerTable table;
+  std::map<std::string, uint32_t> index_of;
+  table.index_.reserve(records.size());
+  for (const PeerRecord& record : records) {
+    auto [it, added] =
+        index_of.emplace(record.Serialize(), static_cast<uint32_t>(table.identities_.size()));
+    if (added) table.identities_.push_back(record);
+    table.index_.push_back(it->second);
+  }
+  return table;
+}
+
+PeerTable PeerTable::Subset(const std::vector<int>& ranks) const {
+  PeerTable table;
+  table.identities_ = identities_;
+  table.index_.reserve(ranks.size());
+  for (int rank : ranks) table.index_.push_back(index_[static_cast<size_t>(rank)]);
+  return table;
+}
+
+HostLoad BusiestHost(const PeerTable& table) {
+  std::vector<int> ranks(static_cast<size_t>(table.distinct()), 0);
+  for (int r = 0; r < table.size(); ++r) ++ranks[static_cast<size_t>(table.identity_of(r))];
+  std::map<std::string, std::pair<int, int>> per_host;  // host + boot id -> (ranks, cpus)
+  for (int i = 0; i < table.distinct(); ++i) {
+    const PeerRecord& identity = table.identity(i);
+    auto& [count, cpus] = per_host[identity.host + "/" + identity.boot_id];
+    count += ranks[static_cast<size_t>(i)];
+    cpus = std::max(cpus, std::max(identity.cpus, 1));
+  }
+  HostLoad load;
+  for (const auto& [host, counts] : per_host) {
+    if (counts.first == 0) continue;  // an identity no rank of a subset has
+    load.oversubscribed |= counts.first > counts.second;
+    load.ranks_per_cpu =
+        std::max(load.ranks_per_cpu, static_cast<double>(counts.first) / counts.second);
+  }
+  return load;
+}
+
 std::vector<PeerRecord> PeerTable::Expand() const {
   std::vector<PeerRecord> records;
   records.reserve(index_.size());

@@ -34,11 +34,21 @@ PeerRecord IdentityOf(const PeerRecord& record);
 // bootstrap CPU, and n records ~300 KB of its memory. Immutable once decoded; any thread.
 class PeerTable {
  public:
+  // `records` (one per rank) as a table: equal records share one entry. For holders of full
+  // records (tests, tools) that hand them to what takes a table.
+  static PeerTable FromRecords(const std::vector<PeerRecord>& records);
+  // The table of `ranks` (ranks of this one, each in [0, size())), in that order: a subgroup's.
+  PeerTable Subset(const std::vector<int>& ranks) const;
+
   int size() const { return static_cast<int>(index_.size()); }
   const PeerRecord& operator[](int rank) const { return identities_[index_[rank]]; }
-  // How many distinct identities (hosts, in practice) the table holds.
+  // How many distinct identities (hosts, in practice) the table holds, each, and which one a
+  // rank has: what lets a holder work per host instead of per rank.
   int distinct() const { return static_cast<int>(identities_.size()); }
-  // One record per rank, for holders of a plain vector (the communicator and its link pool).
+  const PeerRecord& identity(int i) const { return identities_[i]; }
+  int identity_of(int rank) const { return static_cast<int>(index_[rank]); }
+  // One record per rank (tests compare it with what was published). Holders keep the table:
+  // n records cost a communicator of 1024 ranks ~300 KB and most of its bootstrap CPU.
   std::vector<PeerRecord> Expand() const;
 
  private:
@@ -62,6 +72,9 @@ Result<PeerTable> DecodePeerTable(const std::string& text, int size);
 // parks a request on n keys. On timeout the error lists, by number, the ranks that never arrived.
 Result<PeerTable> ExchangePeerTable(Store& store, int rank, int size,
                                                   const PeerRecord& self, Deadline deadline);
+
+// rendezvous::BusiestHost over the table, one pass per distinct identity.
+HostLoad BusiestHost(const PeerTable& table);
 
 // `peer`'s full record (addresses included) as it published it. Present once ExchangePeerTable
 // has returned on any rank, so it never waits for the peer.

@@ -4,7 +4,7 @@
 //
 //   bazel build //bench/rendezvous:rendezvous_scale
 //   bazel-bin/bench/rendezvous/rendezvous_scale [--ranks 64,256,1024] [--exchange table|all]
-//                                               [--repeat 3]
+//                                               [--repeat 3] [--hold table|records]
 //
 // Every rank is a thread of this process with its own authenticated store connection to a real
 // TcpStoreServer on loopback (one io thread, as rank 0 or braidrun host it). A rank's bootstrap:
@@ -14,6 +14,11 @@
 //             --exchange all (the all-to-all braid did before, and Gloo's full mesh does): the
 //             same size and claim checks, publish, wait for all n records, read all n;
 //             then a store barrier of all ranks.
+//   hold      what each rank keeps of the table afterwards, as a communicator and its link pool
+//             do (timed, and held until the memory is sampled): --hold table (communicators
+//             since the peer table reached them: the table, one entry per host, twice) or
+//             --hold records (before: the table expanded to one record per rank, twice: the
+//             communicator's vector and the copy its link pool got).
 // Each rank publishes a distinct record (host per 8 ranks, two addresses) and checks every
 // record it read against the record that rank was given, so a wrong answer fails the run.
 //
@@ -236,7 +241,13 @@ struct Outcome {
   std::string error;
 };
 
-Outcome RunOnce(int size, bool table) {
+// What a rank keeps of the peer table (--hold).
+struct Held {
+  braid::rendezvous::PeerTable tables[2];
+  std::vector<PeerRecord> records[2];
+};
+
+Outcome RunOnce(int size, bool table, bool hold_records) {
   Outcome outcome;
   braid::rendezvous::StoreServerOptions options;
   options.secret = kSecret;
@@ -274,10 +285,20 @@ Outcome RunOnce(int size, bool table) {
         return;
       }
       braid::rendezvous::PrefixStore store(std::move(client).value(), "comm");
+      Held held;  // until the memory has been sampled
       {
         Read read;
         error = table ? ExchangeTable(store, rank, size, deadline, &read)
                       : ExchangeAll(store, rank, size, deadline, &read);
+        if (error.empty() && table) {
+          for (int copy = 0; copy < 2; ++copy) {
+            if (hold_records) {
+              held.records[copy] = read.table.Expand();
+            } else {
+              held.tables[copy] = read.table;
+            }
+          }
+        }
         if (error.empty()) {
           Status barrier = store.Barrier("bootstrap_done", size, deadline);
           if (!barrier.ok()) error = barrier.ToString();
@@ -337,6 +358,7 @@ std::vector<int> ParseSizes(const std::string& text) {
 int main(int argc, char** argv) {
   std::vector<int> sizes = {64, 256, 1024};
   std::string exchange = "table";
+  std::string hold = "table";
   int repeat = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -347,15 +369,20 @@ int main(int argc, char** argv) {
       exchange = argv[++i];
     } else if (arg == "--repeat" && has_value) {
       repeat = std::atoi(argv[++i]);
+    } else if (arg == "--hold" && has_value) {
+      hold = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: rendezvous_scale [--ranks 64,256,1024] [--exchange table|all] "
-                   "[--repeat 3]\n");
+                   "[--repeat 3] [--hold table|records]\n");
       return 2;
     }
   }
-  if ((exchange != "table" && exchange != "all") || repeat < 1) {
-    std::fprintf(stderr, "rendezvous_scale: --exchange is table or all, --repeat at least 1\n");
+  if ((exchange != "table" && exchange != "all") || (hold != "table" && hold != "records") ||
+      repeat < 1) {
+    std::fprintf(stderr,
+                 "rendezvous_scale: --exchange is table or all, --hold table or records, "
+                 "--repeat at least 1\n");
     return 2;
   }
   // Each rank holds a client socket and the server one per rank, all in this process.
@@ -364,14 +391,14 @@ int main(int argc, char** argv) {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-  std::printf("# braid store, ranks as threads, exchange=%s, load average before: %s\n",
-              exchange.c_str(), LoadAverage().c_str());
+  std::printf("# braid store, ranks as threads, exchange=%s, hold=%s, load average before: %s\n",
+              exchange.c_str(), exchange == "table" ? hold.c_str() : "-", LoadAverage().c_str());
   std::printf("%6s %4s %11s %12s %8s %9s %6s\n", "ranks", "run", "connect_ms", "exchange_ms",
               "cpu_ms", "rss_MiB", "keys");
   int status = 0;
   for (int size : sizes) {
     for (int run = 1; run <= repeat; ++run) {
-      Outcome outcome = RunOnce(size, exchange == "table");
+      Outcome outcome = RunOnce(size, exchange == "table", hold == "records");
       if (!outcome.error.empty()) {
         std::printf("%6d %4d FAILED: %s\n", size, run, outcome.error.c_str());
         status = 1;
