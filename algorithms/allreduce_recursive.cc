@@ -208,14 +208,17 @@ double FoldCost(const LinkModel& link, int n, double b) {
 
 }  // namespace
 
-// log2(p) exchanges of the whole buffer, each followed by a whole-buffer reduction.
+// log2(p) exchanges of the whole buffer, each followed by a whole-buffer reduction; an exchange
+// with a partner on another host moves the whole buffer of every rank of the host through its
+// link (cost::LinkSharers).
 double RecursiveDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
-  const int steps = cost::CeilLog2(cost::FloorPow2(n));
-  return FoldCost(link, n, b) +
-         steps * (link.latency_us + link.message_us + cost::Transfer(link, b) +
-                  cost::ReduceWhole(link, n, b, b));
+  const int p = cost::FloorPow2(n), steps = cost::CeilLog2(p);
+  double moved = 0;
+  for (int mask = 1; mask < p; mask <<= 1) moved += b * cost::LinkSharers(link, mask);
+  return FoldCost(link, n, b) + cost::Transfer(link, moved) +
+         steps * (link.latency_us + link.message_us + cost::ReduceWhole(link, n, b, b));
 }
 
 // 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it; the
@@ -226,8 +229,15 @@ double RecursiveHalvingDoublingAllReduceCost(const LinkModel& link, int n, size_
   const double b = static_cast<double>(bytes);
   const int p = cost::FloorPow2(n);
   const double share = static_cast<double>(p - 1) / p * b;
+  // Halving from the farthest partner (distance p/2, half the buffer) to the nearest: where the
+  // far ones are on other hosts, every rank of a host sends its half through the host's link.
+  double moved = 0, half = b;
+  for (int mask = p / 2; mask >= 1; mask >>= 1) {
+    half /= 2;
+    moved += half * cost::LinkSharers(link, mask);
+  }
   return FoldCost(link, n, b) + 2 * cost::CeilLog2(p) * (link.latency_us + link.message_us) +
-         2 * cost::Transfer(link, share) + cost::ReduceWhileReceiving(link, n, b, share);
+         2 * cost::Transfer(link, moved) + cost::ReduceWhileReceiving(link, n, b, share);
 }
 
 }  // namespace braid::algorithms

@@ -102,6 +102,18 @@ inline double RootedCall(const LinkModel& link, double busiest_rank, double all_
   return link.shared_cores ? all_ranks : busiest_rank;
 }
 
+// How many ranks' messages go through one host's network link at once in an exchange step whose
+// partners are `distance` ranks apart (ranks numbered host by host): every rank of the host where
+// the partner is on another host, else 1 (a step inside a host, or a link model of one host).
+// Why: a host's ranks share its link, so a step in which all of them send across it takes that
+// many times one message's transfer; rhd halves toward its farthest partner first, so its largest
+// halves cross hosts from every rank at once (docs/SCALING.md: at 2 hosts x 4 ranks rhd moves 4x
+// what the ring moves through each link).
+inline double LinkSharers(const LinkModel& link, int distance) {
+  const bool across = link.hosts > 1 && link.ranks_per_host > 1 && distance >= link.ranks_per_host;
+  return across ? link.ranks_per_host : 1.0;
+}
+
 // ceil(log2(n)) for n >= 1 (0 for n == 1).
 inline int CeilLog2(int n) {
   int steps = 0;

@@ -307,6 +307,37 @@ TEST_CASE("alpha-beta crossovers fall where the formulas put them", "[selector][
   }
 }
 
+TEST_CASE("across hosts, rd's and rhd's steps to another host carry all of the host's ranks",
+          "[selector][model]") {
+  // 2 hosts x 4 ranks, numbered host by host: rhd's first halving step (partner 4 away) sends half
+  // the buffer from each of a host's 4 ranks through its link, 3 halves more than on one host, as
+  // its first doubling step does back; rd's step at distance 4 sends every rank's whole buffer,
+  // 3 buffers more (docs/SCALING.md).
+  const LinkModel one = AlphaBeta(10.0, 1.0);
+  LinkModel two = one;
+  two.hosts = 2;
+  two.ranks_per_host = 4;
+  const size_t bytes = size_t{64} << 20;
+  const double b = static_cast<double>(bytes), beta = 1 / 1e3;  // us per byte at 1 GB/s
+  const Algorithm* rhd = FindAlgorithm(Collective::kAllReduce, "rhd");
+  const Algorithm* rd = FindAlgorithm(Collective::kAllReduce, "rd");
+  REQUIRE(rhd != nullptr);
+  REQUIRE(rd != nullptr);
+  CHECK(rhd->cost(two, 8, bytes) - rhd->cost(one, 8, bytes) == Approx(2 * 3 * (b / 2) * beta));
+  CHECK(rd->cost(two, 8, bytes) - rd->cost(one, 8, bytes) == Approx(3 * b * beta));
+  // So the ring, whose every step sends S/n through each host's link, wins across hosts where
+  // rhd wins on one host.
+  const AlgorithmPolicy ring_rhd = MustParse("allreduce:ring,rhd");
+  CHECK(std::string(Pick(Collective::kAllReduce, bytes, 8, ring_rhd, two)) == "ring");
+  CHECK(std::string(Pick(Collective::kAllReduce, bytes, 8, ring_rhd, one)) == "rhd");
+  // One rank per host shares no link: the same price as one host.
+  LinkModel spread = one;
+  spread.hosts = 8;
+  spread.ranks_per_host = 1;
+  CHECK(rhd->cost(spread, 8, bytes) == Approx(rhd->cost(one, 8, bytes)));
+  CHECK(rd->cost(spread, 8, bytes) == Approx(rd->cost(one, 8, bytes)));
+}
+
 TEST_CASE("picks move monotonically with size, latency and bandwidth", "[selector][model]") {
   // Between a few-steps algorithm (rd) and a few-bytes one (ring): larger messages, cheaper steps
   // and dearer bytes only ever move the pick towards the ring, never back.
