@@ -1,5 +1,7 @@
 #include "core/communicator.h"
 
+#include "core/device_path/process_device.h"
+
 #include <time.h>
 
 #include <algorithm>
@@ -350,7 +352,16 @@ Communicator::Communicator(InitOptions options, rendezvous::PeerTable peers,
   links_->AddCommunicator();
 }
 
-Communicator::~Communicator() { links_->RemoveCommunicator(); }
+Communicator::~Communicator() {
+  // The progress thread runs this communicator's operations: it stops (after what is queued)
+  // before anything it uses goes.
+  {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    device_work_live_.store(nullptr);
+    device_work_.reset();
+  }
+  links_->RemoveCommunicator();
+}
 
 // Caller holds op_mutex_, and links_->lane() while the pool is shared.
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
@@ -406,6 +417,7 @@ void Communicator::Abort() {
   if (!broken_by.ok()) {
     // Already broken (and its cause published); the abort only makes sure nothing waits.
     links_->Abort(broken_by);
+    if (auto* queue = device_work_live_.load()) queue->ReleaseAll();
     return;
   }
   // The record goes out before the links close, so a peer that sees them close reads "rank R
@@ -422,6 +434,9 @@ void Communicator::Abort() {
   }).detach();
   (void)written.wait_for(std::chrono::milliseconds(500));
   Break(Status::Aborted(self.phrase));
+  // After Break, so the abort is the recorded error: then every stream waiting on this
+  // communicator's device work goes on at once.
+  if (auto* queue = device_work_live_.load()) queue->ReleaseAll();
 }
 
 Status Communicator::FailOnBadInput(const Status& bad_input, const char* op, bool numbered) {
@@ -536,6 +551,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Split(int color, int key, Co
 }
 
 Status Communicator::Finalize() {
+  // Queued device work completes first (NCCL's finalize flushes it); its errors are AsyncError.
+  (void)WaitForDeviceWork();
   std::lock_guard<LightLock> lock(op_mutex_);
   finalized_ = true;
   return AsyncError();
@@ -910,6 +927,11 @@ Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const c
 }
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
+  BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  return RunHostCollective(args);
+}
+
+Status Communicator::RunHostCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<LightLock> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
   // communicator sharing these links slips in between them.
@@ -1111,6 +1133,11 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 }
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
+  BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  return RunHostPointToPoint(transfers);
+}
+
+Status Communicator::RunHostPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<LightLock> lock(op_mutex_);
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   // Point-to-point batches are not numbered: their tags count the messages of each pair.
@@ -1147,6 +1174,7 @@ Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers)
 }
 
 Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
+  BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
   std::lock_guard<LightLock> lock(op_mutex_);
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   const std::string who = "rank " + std::to_string(rank_);
@@ -1306,6 +1334,59 @@ Status Communicator::ReceiveFromAny(void* buf, size_t bytes, int* from) {
       }
     }
   });
+}
+
+}  // namespace braid
+
+namespace braid {
+
+Result<device_path::DeviceWorkQueue*> Communicator::DeviceWorkLocked() {
+  if (device_work_ != nullptr) return device_work_.get();
+  BRAID_ASSIGN_OR_RETURN(device::Device* device, device_path::ProcessDevice());
+  device_path::DeviceWorkQueue::Options options;
+  options.rank = rank_;
+  options.timeout_ms = config_.timeout_ms;
+  options.fail = [this](const Status& error) {
+    // A failure in flight has broken the communicator already (its error, with its root cause,
+    // stays); anything else becomes the error now, or nobody would hear of it.
+    if (broken_.load()) return;
+    Break(error.WithContext("device work"));
+  };
+  auto made = device_path::DeviceWorkQueue::Create(device, std::move(options));
+  if (!made.ok()) return made.status();
+  device_work_ = std::move(made).value();
+  device_work_live_.store(device_work_.get(), std::memory_order_release);
+  BRAID_LOG(kInfo, rank_) << "device path: own stream on " << device->Describe()
+                          << ", progress thread started (host transports over pinned staging)";
+  return device_work_.get();
+}
+
+Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, void* stream) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
+  BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
+  return queue->Enqueue(device_path::StageCollective(args, rank_, size_,
+                                                     [this](const algorithms::CollectiveArgs& host) {
+                                                       return RunHostCollective(host);
+                                                     }),
+                        stream);
+}
+
+Status Communicator::EnqueuePointToPoint(const std::vector<PeerTransfer>& transfers, void* stream) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
+  BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
+  std::vector<device_path::Transfer> staged;
+  for (const PeerTransfer& t : transfers) staged.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});
+  return queue->Enqueue(device_path::StageTransfers(staged,
+                                                    [this](const std::vector<device_path::Transfer>& host) {
+                                                      std::vector<PeerTransfer> batch;
+                                                      for (const auto& t : host) {
+                                                        batch.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});
+                                                      }
+                                                      return RunHostPointToPoint(batch);
+                                                    }),
+                        stream);
 }
 
 }  // namespace braid

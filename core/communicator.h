@@ -48,6 +48,7 @@
 #include "core/base/light_lock.h"
 #include "core/link_pool.h"
 #include "core/base/status.h"
+#include "core/device_path/device_work_queue.h"
 #include "rendezvous/peer_exchange.h"
 #include "rendezvous/peer_table.h"
 #include "rendezvous/store.h"
@@ -126,6 +127,16 @@ class Communicator {
   // of step), naming this rank and the peer.
   Status ReceiveFromAny(void* buf, size_t bytes, int* from);
 
+  // Device buffers (core/device_path/, docs/CUDA.md): the collective, or the point-to-point batch,
+  // is enqueued on the application's stream `stream` (null: the legacy default stream) through
+  // this communicator's own stream, and the call returns without waiting for device work. The
+  // progress thread runs its host part over pinned staging in enqueue order; its errors become
+  // AsyncError(). Arguments are validated by the caller, and every buffer is device memory of
+  // device_path::ProcessDevice(). Host-buffer calls made while device work is queued first wait
+  // for it (bounded by the timeout), so every rank runs operations in the order it issued them.
+  Status EnqueueCollective(const algorithms::CollectiveArgs& args, void* stream);
+  Status EnqueuePointToPoint(const std::vector<PeerTransfer>& transfers, void* stream);
+
   // NCCL's ncclCommSplit: every rank of this communicator calls it; ranks passing the same
   // `color` form a new communicator, ordered by `key` then by rank here. kNoColor returns a null
   // pointer (the rank still takes part in the exchange). The exchange runs under a store prefix
@@ -173,6 +184,18 @@ class Communicator {
   // ranks.
   template <typename Body>
   Status RunOperation(algorithms::TagSpace space, uint64_t sequence, const char* op, Body body);
+  // RunCollective and RunPointToPoint proper, without waiting for queued device work: the
+  // progress thread runs device operations' host parts through them.
+  Status RunHostCollective(const algorithms::CollectiveArgs& args);
+  Status RunHostPointToPoint(const std::vector<PeerTransfer>& transfers);
+  // Waits for queued device work (its host parts) before a host-buffer call. One load when none.
+  Status WaitForDeviceWork() {
+    device_path::DeviceWorkQueue* queue = device_work_live_.load(std::memory_order_acquire);
+    if (queue == nullptr || queue->Idle()) return Status::Ok();
+    return queue->WaitIdle(Deadline::AfterMs(config_.timeout_ms));
+  }
+  // The device work queue, made on first use. Caller holds device_mutex_.
+  Result<device_path::DeviceWorkQueue*> DeviceWorkLocked();
   // Runs `args` with the registered `algorithm`, outside the selector, as an operation of
   // collective `sequence` in tag space `space` (kTrial or kCheck, so that its messages never
   // match the collective's): BRAID_CHECK's argument exchange and a trial's sum.
@@ -283,7 +306,8 @@ class Communicator {
   std::map<int, uint64_t> sends_to_;
   std::map<int, uint64_t> receives_from_;
   int any_source_turn_ = 0;  // ReceiveFromAny polls from this peer on (round-robin across calls)
-  bool finalized_ = false;
+  // Written under op_mutex_; atomic because device enqueues read it without op_mutex_.
+  std::atomic<bool> finalized_{false};
 
   mutable std::mutex error_mutex_;  // guards error_ and aborted_by_application_
   Status error_;
@@ -291,6 +315,13 @@ class Communicator {
   const std::string store_address_;
   const int store_host_rank_;
   std::atomic<bool> broken_{false};
+
+  // Device work (core/device_path). Lock order: device_mutex_ is taken without op_mutex_ (an
+  // enqueue never waits for a running operation) and before error_mutex_ (through Break).
+  std::mutex device_mutex_;  // serialises enqueues; guards device_work_
+  std::unique_ptr<device_path::DeviceWorkQueue> device_work_;
+  // device_work_'s pointer once made, for the host path's and Abort's lock-free look.
+  std::atomic<device_path::DeviceWorkQueue*> device_work_live_{nullptr};
 
   const std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store_;
   ProgressBoard progress_;

@@ -3,6 +3,7 @@
 #include "bindings/c/braid.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "bindings/c/comm_handle.h"
@@ -12,6 +13,7 @@
 #include "core/base/datatype.h"
 #include "core/bootstrap.h"
 #include "core/communicator.h"
+#include "core/device_path/process_device.h"
 
 using braid::Code;
 using braid::Status;
@@ -84,13 +86,81 @@ inline Status CheckBuffer(const void* buffer, const char* name, size_t count, br
 
 BRAID_COLD Status StreamError() {
   return Status::InvalidUsage(
-      "stream is not NULL: device buffers and CUDA streams arrive with the CUDA issue; pass "
-      "stream=NULL for host buffers");
+      "stream is not NULL, but this process has no device (braid was built without CUDA: link "
+      "braid_cuda for device buffers); pass stream=NULL for host buffers");
 }
 
 inline Status CheckHostStream(braidStream_t stream) {
   if (stream != nullptr) return StreamError();
   return Status::Ok();
+}
+
+// Where a call runs: host buffers on the calling thread (today's path), device buffers through
+// the communicator's device path (core/device_path).
+enum class Route { kHost, kDevice };
+
+std::string Hex(const void* ptr) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", ptr);
+  return text;
+}
+
+// Which route a call with these buffers (the ones this rank uses; NULL entries are skipped) and
+// this stream takes, or why it is refused: host and device buffers mixed (kInvalidArgument), a
+// buffer the device cannot place (kInvalidArgument), a stream with host buffers or without a
+// device (kInvalidUsage), a stream being captured into a graph (kInvalidUsage). Only reached when
+// a stream is given or a device may exist, so a host-only process pays one flag for it.
+BRAID_COLD braid::Result<Route> ChooseRoute(const void* const* buffers, const char* const* names, int n,
+                                            braidStream_t stream) {
+  if (!braid::device_path::DevicePossible()) {
+    BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    return Route::kHost;
+  }
+  auto device = braid::device_path::ProcessDevice();
+  if (!device.ok()) {
+    if (stream == nullptr) return Route::kHost;  // no device here, so no device buffers either
+    return Status::InvalidUsage("stream is not NULL, but this process has no usable device: " +
+                                device.status().message() + "; pass stream=NULL for host buffers");
+  }
+  int host = -1, on_device = -1;  // the first buffer of each kind
+  for (int i = 0; i < n; ++i) {
+    if (buffers[i] == nullptr) continue;
+    BRAID_ASSIGN_OR_RETURN(braid::device::PointerKind kind, device.value()->Classify(buffers[i]));
+    switch (kind) {
+      case braid::device::PointerKind::kHost:
+        if (host < 0) host = i;
+        break;
+      case braid::device::PointerKind::kDevice:
+        if (on_device < 0) on_device = i;
+        break;
+      case braid::device::PointerKind::kUnknown:
+        return Status::InvalidArgument(std::string(names[i]) + " (" + Hex(buffers[i]) +
+                                       ") is neither host memory nor memory of " +
+                                       device.value()->Describe());
+    }
+  }
+  if (host >= 0 && on_device >= 0) {
+    return Status::InvalidArgument(std::string(names[on_device]) + " (" + Hex(buffers[on_device]) +
+                                   ") is device memory but " + names[host] + " (" + Hex(buffers[host]) +
+                                   ") is host memory: one call takes host buffers or device buffers, not both");
+  }
+  if (on_device < 0) {
+    if (stream == nullptr) return Route::kHost;
+    // A barrier names no buffer: with a stream it is ordered on that stream.
+    if (host >= 0) {
+      return Status::InvalidUsage("stream is not NULL, but the buffers are host memory (" + std::string(names[host]) +
+                                  " " + Hex(buffers[host]) +
+                                  "); pass stream=NULL for host buffers, or device buffers with a stream");
+    }
+  }
+  auto capturing = device.value()->IsCapturing(stream);
+  if (!capturing.ok()) return capturing.status().WithContext("stream");
+  if (capturing.value()) {
+    return Status::InvalidUsage("the stream is being captured into a CUDA graph: capture is not supported yet "
+                                "(braid would be recorded into a graph it cannot replay); call outside the "
+                                "capture");
+  }
+  return Route::kDevice;
 }
 
 // Gives a communicator made by core/bootstrap.h a live handle.
@@ -398,10 +468,21 @@ __attribute__((always_inline)) inline braidResult_t Collect(braidComm_t comm, Co
       BRAID_REFUSE_IF_ERROR(CheckBuffer(args.recvbuf, "recvbuff", args.count, datatype),
                             RefuseCollective, comm, kind);
     }
-    BRAID_REFUSE_IF_ERROR(CheckHostStream(stream), RefuseCollective, comm, kind);
     args.type = static_cast<braid::DataType>(datatype);
     args.op = call.uses_op ? static_cast<braid::ReduceOp>(call.op) : braid::ReduceOp::kSum;
     args.root = call.uses_root ? call.root : 0;
+    // A stream, or a process that may hold device buffers: the cold path decides the route.
+    if (__builtin_expect(stream != nullptr || braid::device_path::DevicePossible(), 0)) {
+      const void* buffers[2] = {call.reads_send ? args.sendbuf : nullptr,
+                                call.writes_recv ? args.recvbuf : nullptr};
+      const char* names[2] = {"sendbuff", "recvbuff"};
+      auto route = ChooseRoute(buffers, names, 2, stream);
+      if (!route.ok()) return RefuseCollective(comm, route.status(), kind);
+      if (route.value() == Route::kDevice) {
+        if (args.count == 0 && args.kind != Collective::kBarrier) return Status::Ok();
+        return braid::capi::SubmitDeviceCollective(comm, args, stream);
+      }
+    }
     if (args.count == 0 && args.kind != Collective::kBarrier) return Status::Ok();
     return braid::capi::SubmitCollective(comm, args);
   });
@@ -427,13 +508,19 @@ braidResult_t Transfer(bool is_send, const void* sendbuff, void* recvbuff, size_
     BRAID_REFUSE_IF_ERROR(is_send ? CheckBuffer(sendbuff, "sendbuff", count, datatype)
                                   : CheckBuffer(recvbuff, "recvbuff", count, datatype),
                           RefuseTransfer, comm, is_send);
-    BRAID_REFUSE_IF_ERROR(CheckHostStream(stream), RefuseTransfer, comm, is_send);
     braid::Communicator::PeerTransfer transfer;
     transfer.is_send = is_send;
     transfer.peer = peer;
     transfer.sendbuf = sendbuff;
     transfer.recvbuf = recvbuff;
     transfer.bytes = count * ElementSize(datatype);
+    if (stream != nullptr || braid::device_path::DevicePossible()) {
+      const void* buffer = is_send ? sendbuff : static_cast<const void*>(recvbuff);
+      const char* name = is_send ? "sendbuff" : "recvbuff";
+      auto route = ChooseRoute(&buffer, &name, 1, stream);
+      if (!route.ok()) return RefuseTransfer(comm, route.status(), is_send);
+      if (route.value() == Route::kDevice) return braid::capi::SubmitDeviceTransfer(comm, transfer, stream);
+    }
     return braid::capi::SubmitTransfer(comm, transfer);
   });
 }
@@ -542,6 +629,15 @@ braidResult_t braidRecvAny(void* recvbuff, size_t count, braidDataType_t datatyp
     BRAID_RETURN_IF_ERROR(CheckCount(count, 1, datatype));
     BRAID_RETURN_IF_ERROR(CheckBuffer(recvbuff, "recvbuff", count, datatype));
     BRAID_RETURN_IF_ERROR(CheckHostStream(stream));
+    if (braid::device_path::DevicePossible()) {
+      const void* buffer = recvbuff;
+      const char* name = "recvbuff";
+      auto route = ChooseRoute(&buffer, &name, 1, nullptr);
+      if (!route.ok()) return route.status();
+      if (route.value() == Route::kDevice) {
+        return Status::InvalidUsage("braidRecvAny takes host buffers only; recvbuff is device memory");
+      }
+    }
     if (braid::capi::InGroup()) {
       return Status::InvalidUsage(
           "braidRecvAny inside braidGroupStart/braidGroupEnd is not supported (which receive "

@@ -11,6 +11,8 @@ struct QueuedOp {
   bool is_transfer;
   Communicator::PeerTransfer transfer;
   algorithms::CollectiveArgs args;
+  bool on_device = false;  // device buffers, enqueued on `stream`
+  void* stream = nullptr;
 };
 
 struct GroupState {
@@ -22,13 +24,33 @@ thread_local GroupState group;
 
 // Runs one communicator's share of a group: transfers together, then collectives in order.
 Status RunForComm(braidComm* comm, const std::vector<QueuedOp>& ops) {
-  std::vector<Communicator::PeerTransfer> transfers;
+  std::vector<Communicator::PeerTransfer> transfers, device_transfers;
+  bool device_seen = false;
+  void* stream = nullptr;
   for (const QueuedOp& op : ops) {
-    if (op.comm == comm && op.is_transfer) transfers.push_back(op.transfer);
+    if (op.comm != comm) continue;
+    if (op.on_device) {
+      if (device_seen && op.stream != stream) {
+        return Status::InvalidUsage("rank " + std::to_string(comm->impl->rank()) +
+                                    ": one group gives this communicator's device work two streams; one "
+                                    "stream per communicator in a group is supported (not several yet)");
+      }
+      device_seen = true;
+      stream = op.stream;
+    }
+    if (op.is_transfer) (op.on_device ? device_transfers : transfers).push_back(op.transfer);
+  }
+  if (!transfers.empty() && !device_transfers.empty()) {
+    return Status::InvalidUsage("rank " + std::to_string(comm->impl->rank()) +
+                                ": one group mixes sends/receives of host buffers and of device buffers on "
+                                "one communicator; that is not supported yet (use two groups)");
   }
   if (!transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->RunPointToPoint(transfers));
+  if (!device_transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->EnqueuePointToPoint(device_transfers, stream));
   for (const QueuedOp& op : ops) {
-    if (op.comm == comm && !op.is_transfer) BRAID_RETURN_IF_ERROR(comm->impl->RunCollective(op.args));
+    if (op.comm != comm || op.is_transfer) continue;
+    BRAID_RETURN_IF_ERROR(op.on_device ? comm->impl->EnqueueCollective(op.args, op.stream)
+                                       : comm->impl->RunCollective(op.args));
   }
   return Status::Ok();
 }
@@ -87,6 +109,18 @@ Status SubmitCollective(braidComm* comm, const algorithms::CollectiveArgs& args)
 Status SubmitTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer) {
   if (!InGroup()) return comm->impl->RunPointToPoint({transfer});
   group.ops.push_back(QueuedOp{comm, true, transfer, {}});
+  return Status::Ok();
+}
+
+Status SubmitDeviceCollective(braidComm* comm, const algorithms::CollectiveArgs& args, void* stream) {
+  if (!InGroup()) return comm->impl->EnqueueCollective(args, stream);
+  group.ops.push_back(QueuedOp{comm, false, {}, args, true, stream});
+  return Status::Ok();
+}
+
+Status SubmitDeviceTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer, void* stream) {
+  if (!InGroup()) return comm->impl->EnqueuePointToPoint({transfer}, stream);
+  group.ops.push_back(QueuedOp{comm, true, transfer, {}, true, stream});
   return Status::Ok();
 }
 

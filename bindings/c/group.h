@@ -21,5 +21,12 @@ Status GroupEnd();
 // Inside a group: queue. Outside: run now.
 Status SubmitCollective(braidComm* comm, const algorithms::CollectiveArgs& args);
 Status SubmitTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer);
+// The same for device buffers on `stream` (core/device_path): enqueued, never waited for. In a
+// group a communicator's device transfers are enqueued as one batch (so matched pairs never
+// deadlock) and its device collectives in issue order; a group that mixes host and device
+// transfers on one communicator, or gives one communicator's device work several streams, is
+// refused (kInvalidUsage: not supported yet).
+Status SubmitDeviceCollective(braidComm* comm, const algorithms::CollectiveArgs& args, void* stream);
+Status SubmitDeviceTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer, void* stream);
 
 }  // namespace braid::capi
