@@ -6,6 +6,7 @@
 #include "bindings/c/braid.h"
 #include "bindings/c/comm_handle.h"
 #include "bindings/c/registrations.h"
+#include "core/device_path/process_device.h"
 
 namespace {
 
@@ -22,12 +23,14 @@ std::shared_ptr<Registrations> RegistrationsOf(braidComm* comm, bool create) {
   return comm->registrations;
 }
 
-// The device whose memory `buffer` may be. Until the device path's process device
-// (core/device_path/process_device.h) is in, there is none: every buffer is recorded as a host
-// range.
+// The device whose memory `buffer` may be: the process's device when one may exist and says the
+// buffer is its memory; otherwise none (host memory: the registration records the range only).
 Result<braid::device::Device*> DeviceFor(const void* buffer) {
-  (void)buffer;
-  return static_cast<braid::device::Device*>(nullptr);
+  if (!braid::device_path::DevicePossible()) return static_cast<braid::device::Device*>(nullptr);
+  BRAID_ASSIGN_OR_RETURN(braid::device::Device * device, braid::device_path::ProcessDevice());
+  BRAID_ASSIGN_OR_RETURN(braid::device::PointerKind kind, device->Classify(buffer));
+  if (kind != braid::device::PointerKind::kDevice) return static_cast<braid::device::Device*>(nullptr);
+  return device;
 }
 
 }  // namespace
