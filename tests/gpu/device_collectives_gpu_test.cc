@@ -1,0 +1,101 @@
+// Every collective and send/recv on CUDA device buffers through braid.h, on the one GPU, at 1, 2,
+// 4 and 8 ranks, as processes and as threads: the checks CI runs on the simulated device
+// (tests/core/device_path/device_checks.h), here on the real CUDA device (//bindings/c:braid_cuda
+// registers it). Exit 0 passed, 1 failed, 77 no device. --quick (under compute-sanitizer): 1 and
+// 2 ranks, a smaller count.
+//
+// Why processes first and the device probed in a child: a CUDA context does not survive fork, so
+// this process touches CUDA only after its last fork (the thread jobs come last).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings/c/braid.h"
+#include "core/device_path/process_device.h"
+#include "tests/core/device_path/device_checks.h"
+#include "tests/gpu/gpu_check.h"
+#include "tests/harness/multi_rank.h"
+
+namespace {
+
+constexpr const char* kName = "device_collectives_gpu_test";
+
+// Probes for a device in a child process (see above): true if there is one.
+bool DeviceInChild() {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const bool have = braid::gpu_test::HaveDevice(kName);
+    std::fflush(stdout);  // _exit does not flush
+    _exit(have ? 0 : braid::gpu_test::kExitSkipped);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// One job: `size` ranks of one communicator, each running every device check on its own stream,
+// then (processes only: threads would share it) the NULL stream.
+std::vector<std::string> RunJob(int size, bool processes, size_t count) {
+  braidUniqueId id;
+  if (braidGetUniqueId(&id) != braidSuccess) return {std::string("braidGetUniqueId: ") + braidGetLastError(nullptr)};
+  auto body = [&](int rank, int n) -> std::string {
+    braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+    config.timeoutMs = 120000;
+    braidComm_t comm = nullptr;
+    if (braidCommInitRankConfig(&comm, n, id, rank, &config) != braidSuccess) {
+      return std::string("init: ") + braidGetLastError(nullptr);
+    }
+    std::string wrong;
+    auto device = braid::device_path::ProcessDevice();
+    if (!device.ok()) {
+      wrong = "ProcessDevice: " + device.status().ToString();
+    } else {
+      auto stream = device.value()->NewStream();
+      if (!stream.ok()) {
+        wrong = "NewStream: " + stream.status().ToString();
+      } else {
+        wrong = braid::testing::RunAllDeviceChecks(comm, rank, n, count, *device.value(), stream.value().get());
+        if (wrong.empty() && processes) {
+          braid::testing::Call call;
+          call.count = count * 3 + 1;
+          wrong = braid::testing::RunDeviceCheck(comm, rank, n, call, *device.value(), nullptr);
+        }
+      }
+    }
+    if (braidCommDestroy(comm) != braidSuccess && wrong.empty()) wrong = "destroy failed";
+    return wrong;
+  };
+  return processes ? braid::testing::RunProcesses(size, body, 300000) : braid::testing::RunThreads(size, body, 300000);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) quick |= std::strcmp(argv[i], "--quick") == 0;
+  if (!DeviceInChild()) {
+    std::printf("%s: SKIPPED: no CUDA device\n", kName);
+    return braid::gpu_test::kExitSkipped;
+  }
+  braid::gpu_test::Checks checks(kName);
+  const std::vector<int> sizes = quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 8};
+  const size_t count = quick ? 257 : 1 << 18;
+  for (bool processes : {true, false}) {  // processes first: see the header
+    for (int size : sizes) {
+      const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads");
+      const std::string failures = braid::testing::Failures(RunJob(size, processes, count));
+      checks.Expect(failures.empty(), job + ": " + failures);
+      std::printf("%s: %s: %s\n", kName, job.c_str(), failures.empty() ? "ok" : "FAILED");
+      std::fflush(stdout);
+    }
+  }
+  return checks.Finish();
+}
