@@ -4,7 +4,7 @@
 # Usage: tests/gpu/stage_binaries.sh [bazel startup options...]   e.g. --output_base=/root/.cache/x
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binaries=(cuda_ipc_gpu_test device_gpu_test kernels_gpu_test)
+binaries=(cuda_ipc_gpu_test device_collectives_gpu_test device_gpu_test kernels_gpu_test)
 targets=()
 for b in "${binaries[@]}"; do targets+=("//tests/gpu:$b"); done
 bazel "$@" build "${targets[@]}" --symlink_prefix=/
