@@ -6,11 +6,22 @@
  *
  * Rules that hold for every call below (each call's comment adds its own):
  *
- * Buffers and streams. Today braid moves host memory only: pass stream = NULL, and the call
- *   returns when its work is complete on this rank (recvbuff holds the result; sendbuff may be
- *   reused). A non-NULL stream returns braidInvalidUsage. With the CUDA issue, device buffers
- *   come with a cudaStream_t: the call then enqueues the work after everything already on that
- *   stream and returns, as NCCL does; the stream waits for the result.
+ * Buffers and streams. Host buffers take stream = NULL: the call returns when its work is
+ *   complete on this rank (recvbuff holds the result; sendbuff may be reused). Device buffers
+ *   (cudaMalloc or managed memory; a library linked with braid_cuda) take a cudaStream_t, or
+ *   NULL for the legacy default stream as in NCCL: the call enqueues the work after everything
+ *   already on that stream and returns without waiting for device work; the work runs on the
+ *   communicator's own stream, and the caller's stream waits for it (events join the two), so
+ *   later work on the stream sees the result. Every rank must enqueue the same operations in the
+ *   same order. Ranks that are threads of one process must not share a stream (NULL included):
+ *   one rank's wait would hold up the other's enqueue. A host-buffer call on a communicator with
+ *   device work queued first waits for that work. Host and device buffers in one call are
+ *   braidInvalidArgument; a stream with host buffers, or a stream being captured into a CUDA
+ *   graph ("capture is not supported yet"), is braidInvalidUsage. An error inside device work (a
+ *   lost peer, a timeout) breaks the communicator as a host operation's would: the stream is
+ *   released (the outputs are then undefined) and braidCommGetAsyncError reports it; after
+ *   braidCommAbort no stream stays blocked on the communicator. braidRecvAny takes host buffers
+ *   only.
  *
  * Counts are elements of `datatype`, never bytes. Each collective says whether its count is the
  *   whole buffer or one rank's share. A collective with count = 0 is legal and returns
