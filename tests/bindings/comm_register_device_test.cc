@@ -1,8 +1,8 @@
 // braidCommRegister through the C API in a process whose device is the CPU SIMULATION of the
-// device seam (core/device_path/simulated_for_tests.h; not a GPU): a buffer in the simulated
-// device's memory is exported (a forked process imports the handle... is the registrations test's
-// job: here the C API's wiring), a range past its allocation is braidInvalidArgument naming it,
-// and host memory in the same process registers as a recorded range.
+// device seam (core/device_path/simulated_for_tests.h; not a GPU): the C API asks the process
+// device, so a buffer in its memory is exported (that the handle names the buffer is checked by a
+// second process in comm_register_test), a range past its allocation is braidInvalidArgument
+// naming it, and host memory in the same process registers as a recorded range.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
