@@ -27,6 +27,7 @@
 #include "transport/handshake.h"
 #include "transport/link_stash.h"
 #include "transport/shm/cross_memory.h"
+#include "transport/shm/ring_size.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_connection.h"
 #include "transport/shm/stalled_sends.h"
@@ -52,6 +53,23 @@ constexpr int64_t kGoneAfterRefusedMs = 1000;
 bool ValidAddress(const std::string& address) {
   return address.compare(0, sizeof(kAddressPrefix) - 1, kAddressPrefix) == 0 &&
          address.size() <= 100;
+}
+
+// The process id in a shm address ("...-r<rank>-<pid>-<nonce>", see Create), or -1. It only
+// sizes the rings a dialer offers (ring_size.h: threads of one process keep the small ring); the
+// handshake's process token is what decides how the link copies.
+pid_t PidInAddress(const std::string& address) {
+  const size_t last = address.rfind('-');
+  if (last == std::string::npos || last == 0) return -1;
+  const size_t before = address.rfind('-', last - 1);
+  if (before == std::string::npos || before + 1 >= last) return -1;
+  pid_t pid = 0;
+  for (size_t i = before + 1; i < last; ++i) {
+    const char c = address[i];
+    if (c < '0' || c > '9' || pid > 100'000'000) return -1;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
 }
 
 // Whether nobody listens at the peer's `address` any more; "" when somebody does (or it cannot
@@ -134,11 +152,13 @@ struct PendingHandshake {
 }  // namespace
 
 struct ShmTransport::State {
-  State(const TransportContext& c, const ShmOptions& o) : context(c), options(o), rank(c.rank) {}
+  State(const TransportContext& c, const ShmOptions& o, uint64_t same_process_ring)
+      : context(c), options(o), rank(c.rank), same_process_ring_bytes(same_process_ring) {}
 
   const TransportContext context;
-  const ShmOptions options;
+  const ShmOptions options;  // ring_bytes resolved: the rings this rank dials with to processes
   const int rank;
+  const uint64_t same_process_ring_bytes;  // ... and to threads of its own process
   std::string address;  // abstract socket name
   // The control thread's after Create; it closes it once the transport is aborted (-1 from then
   // on: StopListening).
@@ -618,8 +638,10 @@ struct ShmTransport::State {
       return fail(Status::RemoteError(who + ": shm handshake failed: " + why));
     };
     int memfd = -1;
-    Result<Segment> segment =
-        Segment::Create(context.comm_id, rank, peer, options.ring_bytes, &memfd);
+    const uint64_t ring_bytes = PidInAddress(peer_address) == ::getpid()
+                                    ? same_process_ring_bytes
+                                    : options.ring_bytes;
+    Result<Segment> segment = Segment::Create(context.comm_id, rank, peer, ring_bytes, &memfd);
     if (!segment.ok())
       return fail(
           segment.status().WithContext(Where("connecting to rank " + std::to_string(peer))));
@@ -632,8 +654,8 @@ struct ShmTransport::State {
     }
     hello.process_token = ProcessToken();
     hello.probe_address = ProbeAddress();
-    hello.segment_bytes = Segment::BytesFor(options.ring_bytes);
-    hello.ring_bytes = options.ring_bytes;
+    hello.segment_bytes = Segment::BytesFor(ring_bytes);
+    hello.ring_bytes = ring_bytes;
     bool sent = SendFrame(fd, &hello, sizeof(hello), memfd);
     int send_errno = errno;
     ::close(memfd);  // the peer holds its own reference once the hello is received
@@ -699,11 +721,19 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const TransportContex
   auto where = [rank](const std::string& what) {
     return "rank " + std::to_string(rank) + ": shm transport: " + what;
   };
-  if (!ValidRingBytes(options.ring_bytes)) {
+  if (options.ring_bytes != kRingBytesByPlacement && !ValidRingBytes(options.ring_bytes)) {
     return Status::InvalidArgument(where("ring size " + std::to_string(options.ring_bytes) +
                                          " is not a power of two in [64 KiB, 1 GiB]"));
   }
   if (context.size == 1) return std::unique_ptr<ShmTransport>();  // nobody to reach
+  ShmOptions resolved = WithConfig(options, context.config);
+  uint64_t same_process_ring = options.ring_bytes;
+  if (options.ring_bytes == kRingBytesByPlacement) {
+    const RingSizeChoice choice = ChooseRingBytesHere(context.size);
+    resolved.ring_bytes = choice.cross_process_bytes;
+    same_process_ring = choice.same_process_bytes;
+    BRAID_LOG(kInfo, rank) << where(choice.reason);
+  }
   int probe = ::memfd_create("braid-shm-probe", MFD_CLOEXEC);
   if (probe < 0) {
     BRAID_LOG(kInfo, rank) << where(std::string("memfd_create unavailable (") +
@@ -712,7 +742,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Create(const TransportContex
   }
   ::close(probe);
 
-  auto state = std::make_shared<State>(context, WithConfig(options, context.config));
+  auto state = std::make_shared<State>(context, resolved, same_process_ring);
   uint32_t nonce = 0;
   if (::getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) {
     nonce = static_cast<uint32_t>(NowNs());

@@ -39,6 +39,7 @@
 #include "core/base/deadline.h"
 #include "core/base/status.h"
 #include "transport/connection.h"
+#include "transport/shm/ring_size.h"
 #include "transport/shm/wait.h"
 #include "transport/transport.h"
 
@@ -63,8 +64,10 @@ constexpr uint64_t kNeverCopyOnce = UINT64_MAX;
 
 struct ShmOptions {
   // Bytes of each direction's ring (a power of two, 64 KiB .. 1 GiB); the dialer's choice holds
-  // for the pair. 1 MiB: two rings stay in L2/L3 and a 512 KiB chunk streams in 4 pieces.
-  uint64_t ring_bytes = uint64_t{1} << 20;
+  // for the pair. kRingBytesByPlacement (the default): 1 MiB (two rings stay in L2/L3 and a
+  // 512 KiB chunk streams in 4 pieces), or 4 MiB to other processes where ranks outnumber the
+  // CPUs and this one is not pinned to a CPU (ring_size.h says why; INFO says which).
+  uint64_t ring_bytes = kRingBytesByPlacement;
   // Messages from this size up between thread ranks of one process are copied once (memcpy from
   // the sender's buffer); smaller ones, and everything when off, go through the ring.
   uint64_t same_process_copy_bytes = uint64_t{16} << 10;
