@@ -8,8 +8,14 @@
 namespace braid::transport {
 
 WaitBudget WaitBudget::For(int ranks) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus <= 0 || ranks > cpus) return Oversubscribed();
+  // A process that may run on every CPU was placed by nobody: it shares its core with whatever
+  // else runs (torchrun binds nothing, a framework has busy threads of its own).
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return Dedicated();
+  return CPU_COUNT(&allowed) < cpus ? Dedicated() : Oversubscribed();
 }
 
 WaitBudget WaitBudget::For(int ranks, const std::string& policy) {

@@ -44,7 +44,8 @@ struct Config {
   int64_t shm_single_copy_bytes = -1;
   // BRAID_WAIT_POLICY: how a rank waits for its peers on shm and tcp (transport/wait_budget.h):
   // "auto" (or empty, the default) spins first when the communicator's ranks fit on the CPUs
-  // online and yields at once when they do not; "spin" always spins first; "yield" never spins.
+  // online and the process was bound to some of them (it owns its cores), else yields at once;
+  // "spin" always spins first; "yield" never spins.
   // Why a knob: a rank that shares its core with work braid does not see (another job, a
   // framework's threads) loses differently under each; bench/contention.sh measures them.
   std::string wait_policy;
