@@ -17,7 +17,8 @@
 #   braid none      --bind-to none: wherever the kernel puts them (as torchrun does)
 #   braid none/spin --bind-to none, BRAID_WAIT_POLICY=spin (spin 100 us, yield to 2 ms, sleep)
 #   braid none/yield --bind-to none, BRAID_WAIT_POLICY=yield (no spin, yield to 300 us, sleep)
-#   mpi core        mpirun --bind-to core (Open MPI's default below 3 ranks)
+#   mpi core        mpirun --bind-to core (Open MPI's default below 3 ranks; core:overload-allowed
+#                   past one rank per CPU, which Open MPI otherwise refuses)
 #   mpi none        mpirun --bind-to none
 #
 # Measurements on a machine that other work also loads are meaningless here: every cell is about
@@ -92,8 +93,11 @@ run_variant() {
       BRAID_WAIT_POLICY=yield timeout 300 "$braidrun" --no-prefix --bind-to none -n "$n" -- "$perf" "${args[@]}" ;;
     "mpi core" | "mpi none")
       [ "$have_mpi" = 1 ] || return 3
+      # Past one rank per CPU, Open MPI binds to cores only when told overloading is allowed.
+      local bind="${variant#mpi }"
+      [ "$bind" = core ] && [ "$n" -gt "$(nproc)" ] && bind="core:overload-allowed"
       timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n" --mca btl self,vader \
-        --bind-to "${variant#mpi }" "$mpi_perf" --coll all_reduce "${args[@]}" ;;
+        --bind-to "$bind" "$mpi_perf" --coll all_reduce "${args[@]}" ;;
   esac > "$log" 2>&1
 }
 
