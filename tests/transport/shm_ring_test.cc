@@ -3,6 +3,7 @@
 // finds the ring full.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -76,6 +77,65 @@ TEST_CASE("shm ring: records arrive in order with their contents across wrap-aro
     }
     if (in_flight.empty()) REQUIRE(ring.reader.Peek() == nullptr);
   }
+}
+
+// A ring with a hot window (ring.h): while every record is read before the next is written, the
+// producer keeps to the window; a consumer that falls behind gets the whole ring; records come out
+// in order either way.
+TEST_CASE("shm ring: a producer keeps to its hot window while the consumer keeps up") {
+  constexpr uint64_t kHot = kCapacity / 4;
+  constexpr size_t kBytes = 1000;
+  TestRing ring;
+  ring.writer = RingWriter(&ring.control, ring.data, kCapacity, kHot);
+  uint64_t number = 0;
+  auto write = [&]() {
+    uint64_t granted = 0;
+    char* payload = ring.writer.Reserve(kBytes, kBytes, &granted);
+    if (payload == nullptr) return static_cast<char*>(nullptr);
+    REQUIRE(granted == kBytes);
+    const std::vector<char> bytes = PayloadOf(number, kBytes);
+    std::memcpy(payload, bytes.data(), kBytes);
+    ring.writer.Commit(RecordKind::kStart, kBytes, number, kBytes);
+    ++number;
+    return payload;
+  };
+  uint64_t read = 0;
+  auto read_one = [&]() {
+    const RecordHeader* record = ring.reader.Peek();
+    REQUIRE(record != nullptr);
+    REQUIRE(record->tag == read);
+    const std::vector<char> bytes = PayloadOf(read, kBytes);
+    REQUIRE(std::memcmp(RingReader::Payload(record), bytes.data(), kBytes) == 0);
+    ring.reader.Consume(record);
+    ++read;
+  };
+  // Read as written: every payload starts inside the window (a record may end just past it).
+  for (int i = 0; i < 500; ++i) {
+    char* payload = write();
+    REQUIRE(payload != nullptr);
+    CHECK(static_cast<uint64_t>(payload - ring.data) < kHot);
+    read_one();
+  }
+  // Nobody reads: the producer goes on past the window until the whole ring is full.
+  uint64_t furthest = 0;
+  int accepted = 0;
+  while (char* payload = write()) {
+    furthest = std::max<uint64_t>(furthest, static_cast<uint64_t>(payload - ring.data));
+    ++accepted;
+  }
+  CHECK(accepted > static_cast<int>(kHot / kBytes) * 2);
+  CHECK(furthest >= kCapacity / 2);
+  while (read < number) read_one();
+  CHECK(ring.reader.Peek() == nullptr);
+  // Caught up again: back to the window (a pad takes the producer to the ring start).
+  for (int i = 0; i < 200; ++i) {
+    REQUIRE(write() != nullptr);
+    read_one();
+  }
+  char* payload = write();
+  REQUIRE(payload != nullptr);
+  CHECK(static_cast<uint64_t>(payload - ring.data) < kHot);
+  read_one();
 }
 
 TEST_CASE("shm ring: a producer that finds the ring full publishes how far it got") {

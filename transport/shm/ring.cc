@@ -6,7 +6,18 @@
 
 namespace braid::transport::shm {
 
+void RingWriter::ReturnToHotWindow() {
+  const uint64_t offset = head_ & (capacity_ - 1);
+  // One load of the consumer's tail per record while past the window: only a ring larger than
+  // its window gets here, and only while its consumer is behind.
+  cached_tail_ = control_->tail.load(std::memory_order_acquire);
+  if (cached_tail_ != head_) return;  // not empty: the consumer is behind, use the whole ring
+  Publish(head_, RecordKind::kPad, 0, 0, 0);  // clears the stamp at position 0 first
+  head_ += capacity_ - offset;
+}
+
 char* RingWriter::Reserve(uint64_t min_payload, uint64_t max_payload, uint64_t* granted) {
+  if ((head_ & (capacity_ - 1)) >= hot_bytes_) ReturnToHotWindow();
   max_payload = std::min(max_payload, max_record_payload());
   min_payload = std::min(min_payload, max_payload);
   // First with the tail we saw last (no access to the consumer's cache line), then, if that is

@@ -12,6 +12,12 @@
 // keeps one cache line of the ring free for that); the consumer therefore never mistakes old data
 // for a record.
 //
+// A hot window: a producer may keep to the first `hot_bytes` of a larger ring while its consumer
+// keeps up. Once past them it pads back to the ring start whenever it finds the ring empty, so
+// a link whose messages are read as they come touches only that much memory (it stays in cache,
+// as a small ring does), while a consumer that falls behind (it is not running: more ranks than
+// CPUs) still finds the whole ring filled for it (ring_size.h says why a ring is then larger).
+//
 // Thread safety: one writer and one reader at a time (callers hold their side's lock).
 #pragma once
 
@@ -76,8 +82,12 @@ inline void CopyLinePayload(void* dst, const void* src, size_t n) {
 class RingWriter {
  public:
   RingWriter() = default;
-  RingWriter(RingControl* control, char* data, uint64_t capacity)
-      : control_(control), data_(data), capacity_(capacity) {}
+  // `hot_bytes` (<= capacity; 0 or more than it: the whole ring): the hot window (see the top).
+  RingWriter(RingControl* control, char* data, uint64_t capacity, uint64_t hot_bytes = 0)
+      : control_(control),
+        data_(data),
+        capacity_(capacity),
+        hot_bytes_(hot_bytes == 0 || hot_bytes > capacity ? capacity : hot_bytes) {}
 
   // Finds room for a record carrying between `min_payload` and `max_payload` bytes (padding to
   // the ring start when that helps). Returns where the payload goes and sets `*granted`, or
@@ -123,6 +133,8 @@ class RingWriter {
  private:
   // Free bytes by the cached tail, keeping one line in reserve for the next record's stamp.
   uint64_t Free() const { return capacity_ - kRecordAlign - (head_ - cached_tail_); }
+  // Past the hot window with the ring empty: pads to the ring start (see the top).
+  void ReturnToHotWindow();
   void Publish(uint64_t position, RecordKind kind, uint32_t length, uint64_t tag, uint64_t total) {
     const uint64_t offset = position & (capacity_ - 1);
     const uint64_t size = kind == RecordKind::kPad ? capacity_ - offset : RecordBytes(length);
@@ -140,6 +152,7 @@ class RingWriter {
   RingControl* control_ = nullptr;
   char* data_ = nullptr;
   uint64_t capacity_ = 0;
+  uint64_t hot_bytes_ = 0;
   uint64_t head_ = 0;
   uint64_t cached_tail_ = 0;
 };

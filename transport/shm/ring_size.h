@@ -10,15 +10,22 @@
 // (its --bind-to auto) pins such ranks round-robin, so ring neighbours sit on different CPUs and
 // the small ring keeps every hand-over cache-hot; ranks nobody pinned (torch.multiprocessing,
 // torchrun, a plain fork) go wherever the scheduler puts them. Measured on the 2-CPU development
-// VM, 4 ranks (docs/PERFORMANCE_HISTORY.md, "Four ranks on two CPUs"): placed as braidrun places
-// them, 4 MiB rings cost all-gather and broadcast 10-33% (more cache misses); placed with ring
-// neighbours or exchange partners on one CPU, as the scheduler may place them, 4 MiB rings made
-// allreduce up to 2.1x, all-gather 1.05-1.4x and broadcast 0.97-1.55x as fast, with a third of
-// the context switches.
+// VM with 4 ranks under SCHED_FIFO, beside other engineers' builds (docs/PERFORMANCE_HISTORY.md,
+// "Four ranks on two CPUs"), the machine alternated within minutes between two states. In one,
+// unpinned ranks ran far below pinned ones (torch's 4-rank allreduce 0.8-1.3 GB/s at 8-64 MiB,
+// the low end of the swings issue 18 saw) and 4 MiB rings took them to 1.4-3.0 GB/s (1.4-3.6x)
+// with a fifth to a third of the context switches; in the other (3.0-3.9 GB/s before) they cost
+// 2-22%, and across the three ways 4 pinned ranks can share 2 CPUs they were neutral (geometric
+// mean 1.00, cells 0.90-1.11). Pinned as braidrun pins them, 4 MiB rings cost all-gather and
+// broadcast 10-33% in the first state, so a pinned rank keeps 1 MiB.
 //
 // Between thread ranks of one process large messages are copied once from the sender's buffer
 // (ShmOptions::same_process_copy_bytes), so the ring carries only small ones there: those links
 // keep 1 MiB, whatever the placement.
+//
+// The producer keeps to the first 1 MiB of a larger ring while its consumer keeps up (ring.h's
+// hot window): without it 4 MiB rings made the unpinned 4-rank allreduce of 4-32 KiB 18-39%
+// slower (cache misses); with it 2-6%.
 //
 // What it costs: a link's segment holds both rings and is faulted in when the link is made, so a
 // pair of processes linked with 4 MiB rings holds 8 MiB of shared memory instead of 2 MiB.

@@ -16,6 +16,7 @@
 
 #include "core/base/logging.h"
 #include "transport/shm/cross_memory.h"
+#include "transport/shm/ring_size.h"
 #include "transport/shm/wait.h"
 #include "transport/shm/wire.h"
 
@@ -81,7 +82,8 @@ ShmChannel::ShmChannel(ChannelSetup setup)
       stalled_(std::move(setup.stalled)),
       budget_(setup.budget),
       done_(CompletedOkRequest()),
-      writer_(out_, segment_.ring_data(side_), ring_bytes_),
+      // A ring larger than the cache-resident size keeps to it while the peer keeps up.
+      writer_(out_, segment_.ring_data(side_), ring_bytes_, kCacheResidentRingBytes),
       reader_(in_, in_data_, ring_bytes_) {}
 
 ShmChannel::~ShmChannel() {
