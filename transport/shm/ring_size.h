@@ -15,7 +15,7 @@
 // unpinned ranks ran far below pinned ones (torch's 4-rank allreduce 0.8-1.3 GB/s at 8-64 MiB,
 // the low end of the swings issue 18 saw) and 4 MiB rings took them to 1.4-3.0 GB/s (1.4-3.6x)
 // with a fifth to a third of the context switches; in the other (3.0-3.9 GB/s before) they cost
-// 2-22%, and across the three ways 4 pinned ranks can share 2 CPUs they were neutral (geometric
+// 1-25%, and across the three ways 4 pinned ranks can share 2 CPUs they were neutral (geometric
 // mean 1.00, cells 0.90-1.11). Pinned as braidrun pins them, 4 MiB rings cost all-gather and
 // broadcast 10-33% in the first state, so a pinned rank keeps 1 MiB.
 //
