@@ -46,23 +46,33 @@ void PollUntil(Ready&& ready, const std::atomic<bool>& abandoned) {
 
 class SimEvent : public Event {
  public:
-  Result<bool> Query() override {
-    return completed_.load(std::memory_order_acquire) >= recorded_.load(std::memory_order_acquire);
-  }
+  // As CUDA: whether the latest Record's work has completed.
+  Result<bool> Query() override { return Completed(recorded_.load(std::memory_order_acquire)); }
   // The number of the Record being enqueued (1, 2, ...).
   uint64_t NextRecord() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
   uint64_t LatestRecord() const { return recorded_.load(std::memory_order_acquire); }
+  // Records on different streams may complete out of order, and each counts for itself (a Wait
+  // bound to record 6 on a blocked stream must not pass because record 7 on another stream
+  // completed): completions below the watermark are all done, the others are kept until the
+  // watermark reaches them.
   void Complete(uint64_t record) {
-    // Records on different streams may complete out of order; only the latest counts.
-    uint64_t seen = completed_.load(std::memory_order_relaxed);
-    while (seen < record && !completed_.compare_exchange_weak(seen, record, std::memory_order_acq_rel)) {
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    done_above_.insert(record);
+    uint64_t watermark = watermark_.load(std::memory_order_relaxed);
+    while (done_above_.count(watermark + 1) != 0) done_above_.erase(++watermark);
+    watermark_.store(watermark, std::memory_order_release);
   }
-  bool Completed(uint64_t record) const { return completed_.load(std::memory_order_acquire) >= record; }
+  bool Completed(uint64_t record) const {
+    if (record <= watermark_.load(std::memory_order_acquire)) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_above_.count(record) != 0;
+  }
 
  private:
   std::atomic<uint64_t> recorded_{0};
-  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> watermark_{0};  // every record up to here has completed
+  mutable std::mutex mu_;               // guards done_above_; a leaf
+  std::set<uint64_t> done_above_;       // completed records above the watermark
 };
 
 class SimStream;
