@@ -927,7 +927,10 @@ Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const c
 }
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
-  BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  // One load on the host path; the wait is out of line.
+  if (__builtin_expect(device_work_live_.load(std::memory_order_acquire) != nullptr, 0)) {
+    BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  }
   return RunHostCollective(args);
 }
 
@@ -1133,7 +1136,10 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 }
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
-  BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  // One load on the host path; the wait is out of line.
+  if (__builtin_expect(device_work_live_.load(std::memory_order_acquire) != nullptr, 0)) {
+    BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
+  }
   return RunHostPointToPoint(transfers);
 }
 
