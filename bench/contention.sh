@@ -111,8 +111,9 @@ summarize() {
   sort -g | awk '{ v[NR] = $1 } END {
       if (NR == 0) { print "failed"; exit }
       m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-      printf (m < 100 ? "%.2f (%.2f-%.2f)" : "%.0f (%.0f-%.0f)"), m, v[1], v[NR]
-    }'
+      printf "%s (%s-%s)", f(m), f(v[1]), f(v[NR])
+    }
+    function f(x) { return sprintf(x < 100 ? "%.2f" : "%.0f", x) }'
 }
 
 bytes_large=$(numfmt --from=iec "$large" 2>/dev/null) || { echo "contention.sh: cannot read --large '$large'" >&2; exit 2; }
