@@ -11,11 +11,19 @@
 //   3. all-gather of the shards inside the host, in place in recvbuf.
 // kAvg sums in phases 1 and 2 and divides shard l by n before phase 3, once.
 //
+// Pipelining: a buffer of two pieces or more (kPieceBytes) runs the three phases piece by piece,
+// each piece's phase 2 on a helper thread while the calling thread runs phase 1 of the next piece
+// and phase 3 of the previous one, so the network and the CPUs work at once. The two threads use
+// disjoint links (inside the host, across hosts), each its own part of the scratch; the
+// cross-host links are made before the helper starts, so it only reads the communicator's table.
+// Each thread's phases run in the same order on every rank, which keeps every link's messages in
+// step (subgroup.h, "Tags").
+//
 // Why in place in recvbuf throughout: phase 1 writes only this rank's shard of recvbuf, from
 // sendbuf (read only); phase 2 reads and writes that shard alone; phase 3 receives the other
 // shards into their places. So no scratch is kept across phases, and in place (sendbuf ==
-// recvbuf) phase 1 reads the other shards before anything overwrites them (phase 3 starts after
-// phase 1's Finish).
+// recvbuf) phase 1 reads the other shards of a piece before anything overwrites them (its phase 3
+// starts after its phase 1's Finish; pieces are disjoint).
 #include <algorithm>
 #include <condition_variable>
 #include <limits>

@@ -79,10 +79,14 @@ run_job() {
     else
       fail "$name: rank $r's log lacks '$want_topo' (has: $(grep -o 'topology: .*' "$log" | head -1))"
     fi
-    # Across hosts the cost model prices the two-level algorithms and says where it picks them,
-    # and some calls (the model's and the forced ones) ran them.
-    if ! grep -qE "two-level algorithms: allreduce from [0-9]+ [KMG]?i?B" "$log"; then
-      fail "$name: rank $r's log lacks 'two-level algorithms: allreduce from ...' (has: $(grep -o 'two-level algorithms: .*' "$log" | head -1))"
+    # Across hosts the cost model prices the two-level algorithms and says where it picks them.
+    # The first communicator is the model's choice: with the built-in calibration (Bazel tests
+    # read no file) TCP and shared memory are priced alike (1 and 1.5 GB/s), so it picks the
+    # two-level broadcast and reduce, not allreduce (docs/MULTIHOST.md); the second forces hier.
+    local model_line
+    model_line=$(grep -m1 -o 'two-level algorithms: .*' "$log")
+    if ! [[ "$model_line" =~ broadcast\ from\ [0-9]+\ [KMG]?i?B.*reduce\ from\ [0-9]+ ]]; then
+      fail "$name: rank $r's first 'two-level algorithms' line does not pick broadcast and reduce: '$model_line'"
     fi
     grep -q ": algorithm hier" "$log" || fail "$name: rank $r ran no collective by 'hier'"
     while read -r peer over; do
