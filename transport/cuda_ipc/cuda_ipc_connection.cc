@@ -168,9 +168,11 @@ bool Link::ProgressSends(std::vector<std::pair<RequestPtr, Status>>* done, Statu
     op.headed = true;
     worked = true;
   }
-  // Then pieces into the peer's ring, as far as its drain cursor frees space.
+  // Then pieces into the peer's ring, as far as its drain cursor frees space (none once the peer
+  // is gone: those sends fail, see Progress).
   const uint64_t consumed = ReadConsumed();
   for (SendOp& op : sends_) {
+    if (peer_gone_) break;
     if (!op.headed) break;
     if (op.enqueued == op.bytes) continue;
     fill_ = std::max(fill_, op.start + op.enqueued);  // skips the alignment padding
@@ -294,6 +296,15 @@ bool Link::Progress(bool* pending) {
       worked = true;
     }
     if (!sends_.empty() || !recvs_.empty()) *pending = true;
+  }
+  // A request failed for a lost peer may have copies on a stream still (pieces of a send, or of
+  // a receive that will not complete): they finish before the caller hears, so no copy touches
+  // its buffer after the request failed. (A mismatch fails a receive before any copy of it.)
+  bool lost = false;
+  for (auto& entry : done) lost = lost || (!entry.second.ok() && entry.second.code() != Code::kInternalError);
+  if (lost) {
+    send_stream_->Synchronize(Deadline::AfterMs(kDrainStreamsMs)).ok();
+    recv_stream_->Synchronize(Deadline::AfterMs(kDrainStreamsMs)).ok();
   }
   for (auto& [request, status] : done) request->Complete(status);
   if (!stream_error.ok()) Close(stream_error);

@@ -202,22 +202,20 @@ struct CudaIpcTransport::State : std::enable_shared_from_this<State> {
         wake = false;
       }
       bool pending = false, worked = false;
-      for (auto& link : snapshot) worked = link->Progress(&pending) || worked;
-      if (pending) {
-        polls.clear();
-        for (auto& link : snapshot) polls.push_back(pollfd{link->socket(), POLLIN | POLLRDHUP, 0});
-        if (::poll(polls.data(), polls.size(), 0) > 0) {
-          for (size_t i = 0; i < polls.size(); ++i) {
-            if (polls[i].revents == 0) continue;
-            char byte;
-            const ssize_t got = ::recv(polls[i].fd, &byte, 1, MSG_DONTWAIT);
-            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-              snapshot[i]->PeerGone("its end of the link closed (it closed the link, exited or was killed)");
-              worked = true;
-            }
+      // Sockets first: a peer that is gone gets no more pieces enqueued for it (its sends fail).
+      polls.clear();
+      for (auto& link : snapshot) polls.push_back(pollfd{link->socket(), POLLIN | POLLRDHUP, 0});
+      if (!polls.empty() && ::poll(polls.data(), polls.size(), 0) > 0) {
+        for (size_t i = 0; i < polls.size(); ++i) {
+          if (polls[i].revents == 0) continue;
+          char byte;
+          const ssize_t got = ::recv(polls[i].fd, &byte, 1, MSG_DONTWAIT);
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            snapshot[i]->PeerGone("its end of the link closed (it closed the link, exited or was killed)");
           }
         }
       }
+      for (auto& link : snapshot) worked = link->Progress(&pending) || worked;
       snapshot.clear();
       if (worked) {
         idle = 0;
