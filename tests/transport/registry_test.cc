@@ -1,8 +1,12 @@
 #include "transport/registry.h"
 
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/device/simulated_device.h"
+#include "tests/harness/log_capture.h"
 
 namespace braid::transport {
 namespace {
@@ -81,6 +85,37 @@ TEST_CASE("CreateTransports honours BRAID_TRANSPORTS", "[registry]") {
   REQUIRE_FALSE(failed.ok());
   CHECK_THAT(failed.status().message(), Catch::Contains("tcp transport"));
   CHECK_THAT(failed.status().message(), Catch::Contains("braid_no_such_if"));
+}
+
+// Names of the transports made, without ibverbs (present only on hosts with an RDMA port).
+Names MadeWithoutVerbs(const std::vector<std::unique_ptr<Transport>>& transports) {
+  Names names;
+  for (const auto& t : transports) {
+    if (std::string(t->name()) != "ibverbs") names.push_back(t->name());
+  }
+  return names;
+}
+
+TEST_CASE("cuda_ipc is made only for a communicator on device buffers, and goes first there", "[registry]") {
+  TransportContext host_only = Context("");
+  host_only.size = 2;
+  {
+    braid::testing::LogCapture log("registry_cuda_ipc", "INFO");
+    auto transports = CreateTransports(host_only);
+    REQUIRE(transports.ok());
+    CHECK(MadeWithoutVerbs(transports.value()) == Names{"shm", "tcp"});
+    CHECK(log.Text().find("cuda_ipc") == std::string::npos);  // a host-only communicator hears nothing of it
+  }
+  // The CPU SIMULATION of the device seam stands for a GPU here.
+  TransportContext on_device = host_only;
+  on_device.device = device::NewSimulatedDevice();
+  auto transports = CreateTransports(on_device);
+  REQUIRE(transports.ok());
+  CHECK(MadeWithoutVerbs(transports.value()) == Names{"cuda_ipc", "shm", "tcp"});
+  on_device.config.transports = "^cuda_ipc";
+  auto without = CreateTransports(on_device);
+  REQUIRE(without.ok());
+  CHECK(MadeWithoutVerbs(without.value()) == Names{"shm", "tcp"});
 }
 
 }  // namespace
