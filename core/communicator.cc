@@ -927,14 +927,11 @@ Status Communicator::RunInternal(const algorithms::CollectiveArgs& args, const c
 }
 
 Status Communicator::RunCollective(const algorithms::CollectiveArgs& args) {
-  // One load on the host path; the wait is out of line.
+  // One load on the host path. Device work queued: wait for it first (the progress thread, which
+  // runs that work through here, never waits).
   if (__builtin_expect(device_work_live_.load(std::memory_order_acquire) != nullptr, 0)) {
     BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
   }
-  return RunHostCollective(args);
-}
-
-Status Communicator::RunHostCollective(const algorithms::CollectiveArgs& args) {
   std::lock_guard<LightLock> lock(op_mutex_);
   // The argument check and the collective hold the lane together, so no operation of a
   // communicator sharing these links slips in between them.
@@ -1136,14 +1133,11 @@ Status Communicator::CopyToSelf(const std::vector<PeerTransfer>& transfers) cons
 }
 
 Status Communicator::RunPointToPoint(const std::vector<PeerTransfer>& transfers) {
-  // One load on the host path; the wait is out of line.
+  // One load on the host path. Device work queued: wait for it first (the progress thread, which
+  // runs that work through here, never waits).
   if (__builtin_expect(device_work_live_.load(std::memory_order_acquire) != nullptr, 0)) {
     BRAID_RETURN_IF_ERROR(WaitForDeviceWork());
   }
-  return RunHostPointToPoint(transfers);
-}
-
-Status Communicator::RunHostPointToPoint(const std::vector<PeerTransfer>& transfers) {
   std::lock_guard<LightLock> lock(op_mutex_);
   const std::unique_lock<std::mutex> lane = HoldLaneIfShared();
   // Point-to-point batches are not numbered: their tags count the messages of each pair.
@@ -1373,7 +1367,7 @@ Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, v
   BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
   return queue->Enqueue(device_path::StageCollective(args, rank_, size_,
                                                      [this](const algorithms::CollectiveArgs& host) {
-                                                       return RunHostCollective(host);
+                                                       return RunCollective(host);
                                                      }),
                         stream);
 }
@@ -1390,7 +1384,7 @@ Status Communicator::EnqueuePointToPoint(const std::vector<PeerTransfer>& transf
                                                       for (const auto& t : host) {
                                                         batch.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});
                                                       }
-                                                      return RunHostPointToPoint(batch);
+                                                      return RunPointToPoint(batch);
                                                     }),
                         stream);
 }

@@ -184,14 +184,11 @@ class Communicator {
   // ranks.
   template <typename Body>
   Status RunOperation(algorithms::TagSpace space, uint64_t sequence, const char* op, Body body);
-  // RunCollective and RunPointToPoint proper, without waiting for queued device work: the
-  // progress thread runs device operations' host parts through them.
-  Status RunHostCollective(const algorithms::CollectiveArgs& args);
-  Status RunHostPointToPoint(const std::vector<PeerTransfer>& transfers);
-  // Waits for queued device work (its host parts) before a host-buffer call. One load when none.
+  // Waits for queued device work (its host parts) before a host-buffer call; at once on the
+  // progress thread, which runs those host parts through RunCollective and RunPointToPoint.
   Status WaitForDeviceWork() {
     device_path::DeviceWorkQueue* queue = device_work_live_.load(std::memory_order_acquire);
-    if (queue == nullptr || queue->Idle()) return Status::Ok();
+    if (queue == nullptr || queue->Idle() || queue->OnProgressThread()) return Status::Ok();
     return queue->WaitIdle(Deadline::AfterMs(config_.timeout_ms));
   }
   // The device work queue, made on first use. Caller holds device_mutex_.

@@ -75,6 +75,8 @@ class DeviceWorkQueue {
   Status WaitIdle(Deadline deadline);
   // Whether nothing is queued or running. One load.
   bool Idle() const { return outstanding_.load(std::memory_order_acquire) == 0; }
+  // Whether the caller is the progress thread (which must never wait for the queue).
+  bool OnProgressThread() const { return std::this_thread::get_id() == progress_.get_id(); }
 
  private:
   struct Slot {
