@@ -81,7 +81,6 @@ ShmChannel::ShmChannel(ChannelSetup setup)
       peer_pid_(setup.peer_pid),
       stalled_(std::move(setup.stalled)),
       budget_(setup.budget),
-      sleep_when_alone_(setup.sleep_when_alone),
       done_(CompletedOkRequest()),
       // A ring larger than the cache-resident size keeps to it while the peer keeps up.
       writer_(out_, segment_.ring_data(side_), ring_bytes_, kCacheResidentRingBytes),
@@ -675,7 +674,6 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
   // The phases restart whenever data moves: a long transfer in many ring pieces keeps both
   // sides spinning rather than paying a futex wake-up per piece.
   int64_t phase_start = now;
-  int empty_yields = 0;
   for (int i = 0;; ++i) {
     const bool moved = Poll();
     if (request.IsDone()) return OutcomeOf(request);
@@ -689,17 +687,8 @@ Status ShmChannel::Wait(const Request& request, Deadline deadline) {
                              " did not complete before the deadline");
     }
     const WaitStep step = budget_.SpinOrYield(now - phase_start);
-    if (step == WaitStep::kYielded) {
-      const int64_t before = now;
-      now = NowNs();  // a yield may take long: no stale clock
-      if (!sleep_when_alone_) continue;
-      // See the header: yields that found nobody else to run hand this CPU to no one.
-      empty_yields = now - before < kEmptyYieldNs ? empty_yields + 1 : 0;
-      if (empty_yields < kEmptyYieldsBeforeSleep) continue;
-      empty_yields = 0;
-    } else if (step != WaitStep::kSleep) {
-      continue;
-    }
+    if (step == WaitStep::kYielded) now = NowNs();  // a yield may take long: no stale clock
+    if (step != WaitStep::kSleep) continue;
     // Phase 3: announce, re-check, sleep on the futex.
     own_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seq = own_->wake_seq.load(std::memory_order_seq_cst);

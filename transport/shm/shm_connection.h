@@ -65,14 +65,6 @@ namespace braid::transport::shm {
 // the two sides copying at once.
 constexpr size_t kWholeMessageBytes = 4096;
 
-// A yield that returns this soon ran nobody else: a sched_yield() with nothing else runnable on
-// its CPU costs ~0.45 us on the development VM (20000 in a row, SCHED_FIFO), one that switched to
-// another rank lasts at least that rank's turn.
-constexpr int64_t kEmptyYieldNs = 5'000;
-// Empty yields in a row after which a waiter with more ranks than CPUs sleeps (ShmChannel::Wait):
-// a few microseconds of finding nobody to hand the CPU to.
-constexpr int kEmptyYieldsBeforeSleep = 8;
-
 // What a finished handshake hands to a channel.
 struct ChannelSetup {
   int rank = -1;
@@ -87,9 +79,6 @@ struct ChannelSetup {
   pid_t peer_pid = -1;
   std::shared_ptr<StalledSends> stalled;             // the transport's list (never null)
   WaitBudget budget = WaitBudget::Oversubscribed();  // how Wait() spins, yields and sleeps
-  // More ranks than CPUs online: Wait() sleeps early once its yields find nobody else to run
-  // (see ShmChannel::Wait).
-  bool sleep_when_alone = false;
 };
 
 class ShmChannel : public RequestDriver, public std::enable_shared_from_this<ShmChannel> {
@@ -157,13 +146,7 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // RequestDriver: lock-free when there is nothing to do.
   void Progress() override;
   // Spins, then yields, then sleeps on this side's futex (wait.h); wakes on any event of this
-  // connection, Fail(), Abort() and peer loss. With more ranks than CPUs (sleep_when_alone), it
-  // sleeps early after kEmptyYieldsBeforeSleep yields in a row that each returned within
-  // kEmptyYieldNs: such a yield found nobody else to run on this CPU, so the peers it waits for
-  // are queued on another one, and only an idle CPU makes the scheduler move one of them here
-  // (a yielding waiter keeps its CPU looking busy). Yields that ran somebody else (a core-mate
-  // with work) keep the yield phase, so small messages between ranks sharing a CPU still hand
-  // over without a futex wake-up.
+  // connection, Fail(), Abort() and peer loss.
   Status Wait(const Request& request, Deadline deadline) override;
 
  private:
@@ -262,7 +245,6 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   const pid_t peer_pid_;
   const std::shared_ptr<StalledSends> stalled_;
   const WaitBudget budget_;
-  const bool sleep_when_alone_;
   // Returned by every post that finishes on the spot, so most small messages cost no allocation
   // and no reference counting (CompletedOkRequest in the .cc). Kept per channel rather than
   // fetched from a function-local static or a thread_local, which cost an initialisation check on

@@ -494,9 +494,6 @@ struct ShmTransport::State {
     setup.budget = options.wait_budget
                        ? *options.wait_budget
                        : WaitBudget::For(context.size, context.config.wait_policy);
-    // More ranks than CPUs: a waiter whose yields find nobody to run sleeps early (shm_connection.h).
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    setup.sleep_when_alone = !options.wait_budget && cpus > 0 && context.size > cpus;
     setup.peer_reads_us = link.peer_reads_us;
     setup.we_read_peer = link.we_read_peer;
     setup.same_process = link.same_process;
