@@ -7,8 +7,12 @@ backend too, for code that prefers to be explicit::
     import torch.distributed as dist
     dist.init_process_group("braid", init_method="env://")
 
-The backend serves CPU tensors; a CUDA tensor gets an error naming its device until braid's CUDA
-support lands. It was built against torch 2.15 (the c10d Backend ABI changes between minors).
+The backend serves CPU and CUDA tensors. CUDA tensors follow ProcessGroupNCCL's semantics: each
+process group has its own stream per device (from torch's pool), which first waits for the
+caller's current stream; Work.wait() makes the current stream wait for the work (no host block);
+futures complete with the tensors; several ranks may share one GPU. All tensors of one call must
+be on one device. It loads only under the torch minor version it was compiled against
+(TORCH_BUILT_AGAINST; the c10d Backend ABI changes between minors).
 """
 from datetime import timedelta
 
@@ -20,7 +24,7 @@ from . import _C
 __all__ = ["register", "BACKEND_NAME", "TORCH_BUILT_AGAINST", "version"]
 
 BACKEND_NAME = "braid"
-TORCH_BUILT_AGAINST = "2.15"
+TORCH_BUILT_AGAINST = _C.TORCH_BUILT_AGAINST  # the torch minor version _C was compiled against
 version = _C.version
 
 
@@ -51,8 +55,7 @@ def _create(name: str):
 def register(name: str = BACKEND_NAME) -> None:
     """Registers the backend with torch.distributed under `name` (idempotent).
 
-    Devices: "cpu", and "cuda" so that a CUDA tensor reaches braid and gets a clear error rather
-    than torch's "no backend for device" (init_process_group("cpu:braid,cuda:nccl") mixes).
+    Devices: "cpu" and "cuda" (init_process_group("cpu:braid,cuda:nccl") still mixes backends).
     """
     if name.upper() in dist.Backend._plugins:
         return

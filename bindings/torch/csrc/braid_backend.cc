@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
@@ -190,15 +191,42 @@ void BraidBackend::CheckPeer(int peer, const char* op) const {
               " is outside the group of ", size_, " ranks");
 }
 
+braidStream_t BraidBackend::StreamOf(c10::Device device) {
+  if (!device.is_cuda()) return nullptr;  // host buffers: braid.h's NULL stream
+  return BraidStream(streams_.For(device));
+}
+
 c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const char* op,
+                                                     c10::Device device,
                                                      std::vector<at::Tensor> inputs,
                                                      std::vector<at::Tensor> outputs,
                                                      std::function<Outcome()> issue, Mode mode,
-                                                     std::function<void()> complete_extra) {
+                                                     std::function<void()> complete_extra,
+                                                     std::vector<at::Tensor> staged) {
+  std::optional<c10::Stream> stream;
+  if (device.is_cuda()) {
+    // The group's stream joins the caller's current stream now, on the calling thread, so the
+    // operation is ordered after what the caller queued before it, whenever the worker runs it.
+    std::vector<at::Tensor> used = inputs;
+    used.insert(used.end(), outputs.begin(), outputs.end());
+    used.insert(used.end(), staged.begin(), staged.end());
+    stream = streams_.Join(device, used);
+    // The job's staging copies and its copies back go on the group's stream too.
+    issue = [issue = std::move(issue), s = *stream]() {
+      c10::StreamGuard guard(s);
+      return issue();
+    };
+    if (complete_extra) {
+      complete_extra = [extra = std::move(complete_extra), s = *stream]() {
+        c10::StreamGuard guard(s);
+        extra();
+      };
+    }
+  }
   std::unique_lock<std::mutex> lock(issue_mutex_);
   TORCH_CHECK(comm_ != nullptr, "braid ", op, ": the process group was shut down");
   auto work = c10::make_intrusive<BraidWork>(rank_, type, ProfilingTitle(op), std::move(inputs),
-                                             outputs, comm_, next_sequence_++);
+                                             outputs, comm_, next_sequence_++, stream);
   auto job = std::make_shared<Job>();
   job->issue = std::move(issue);
   job->point_to_point = mode == Mode::kQueuedPointToPoint;
@@ -210,12 +238,17 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::Enqueue(c10d::OpType type, const ch
     }
     try {
       if (extra) extra();
-      work->MarkDone(nullptr);
+      if (work->on_cuda()) {
+        work->MarkQueued();
+      } else {
+        work->MarkDone(nullptr);
+      }
     } catch (const std::exception& e) {
       work->MarkDone(MakeBraidError(op_name, braidInternalError, e.what()));
     }
   };
   if (coalescing_) {
+    if (stream && !coalesced_stream_) coalesced_stream_ = stream;
     coalesced_jobs_.push_back(std::move(job));
     coalesced_outputs_.insert(coalesced_outputs_.end(), outputs.begin(), outputs.end());
     return work;
@@ -241,13 +274,22 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::endCoalescing() {
   coalescing_ = false;
   auto work = c10::make_intrusive<BraidWork>(rank_, c10d::OpType::COALESCED, ProfilingTitle("coalesced"),
                                              std::vector<at::Tensor>(), std::move(coalesced_outputs_),
-                                             comm_, next_sequence_++);
+                                             comm_, next_sequence_++, coalesced_stream_);
   coalesced_outputs_.clear();
+  coalesced_stream_.reset();
   auto batch = std::make_shared<Job>();
   batch->batch = std::move(coalesced_jobs_);
   coalesced_jobs_.clear();
+  // A batch with CUDA operations completes as they do: once queued on the group's stream (the
+  // batch's jobs all ran on it before this), and its wait() is a stream wait.
   batch->complete = [work](const Outcome& outcome) {
-    work->MarkDone(outcome.ok() ? nullptr : MakeBraidError("coalesced batch", outcome.result, outcome.message));
+    if (!outcome.ok()) {
+      work->MarkDone(MakeBraidError("coalesced batch", outcome.result, outcome.message));
+    } else if (work->on_cuda()) {
+      work->MarkQueued();
+    } else {
+      work->MarkDone(nullptr);
+    }
   };
   if (batch->batch.empty()) {
     work->MarkDone(nullptr);
@@ -263,14 +305,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce(std::vector<at::Tensor>& 
                                                        const c10d::AllreduceOptions& opts) {
   TORCH_CHECK(tensors.size() == 1, "braid allreduce: takes one tensor per rank, got ", tensors.size());
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "allreduce tensor");
+  CheckDense(tensor, "allreduce tensor");
   Reduction reduction = ResolveReduction(tensor.scalar_type(), opts.reduceOp, "allreduce");
+  const c10::Device device = CallDevice("allreduce").Add(tensor, "tensor").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::ALLREDUCE, "all_reduce", tensors, tensors, [=]() mutable {
+  return Enqueue(c10d::OpType::ALLREDUCE, "all_reduce", device, tensors, tensors, [=]() mutable {
     at::Tensor buffer = Contiguous(tensor);
     reduction.Premultiply(buffer);
     Outcome outcome = Check(braidAllReduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                           reduction.type, reduction.op, comm, nullptr));
+                                           reduction.type, reduction.op, comm, stream));
     if (outcome.ok()) CopyBack(buffer, tensor);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -278,20 +322,22 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  CheckHostDense(tensors, "allreduce_coalesced tensors");
+  CheckDense(tensors, "allreduce_coalesced tensors");
   TORCH_CHECK(!tensors.empty(), "braid allreduce_coalesced: no tensors");
   for (const at::Tensor& t : tensors) {
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "braid allreduce_coalesced: tensors mix ",
                 tensors[0].scalar_type(), " and ", t.scalar_type());
   }
   Reduction reduction = ResolveReduction(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
+  const c10::Device device = CallDevice("allreduce_coalesced").Add(tensors, "tensors").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce", tensors, tensors,
+  return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "all_reduce", device, tensors, tensors,
                  [=]() mutable {
     at::Tensor flat = FlattenBytes(tensors).view(tensors[0].scalar_type());
     reduction.Premultiply(flat);
     Outcome outcome = Check(braidAllReduce(flat.data_ptr(), flat.data_ptr(), flat.numel(),
-                                           reduction.type, reduction.op, comm, nullptr));
+                                           reduction.type, reduction.op, comm, stream));
     if (outcome.ok()) UnflattenBytes(flat.view(at::kByte), 0, tensors);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -301,13 +347,15 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce(std::vector<at::Tensor>& ten
                                                     const c10d::ReduceOptions& opts) {
   TORCH_CHECK(tensors.size() == 1, "braid reduce: takes one tensor per rank, got ", tensors.size());
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "reduce tensor");
+  CheckDense(tensor, "reduce tensor");
   CheckRoot(opts.rootRank, "reduce");
   Reduction reduction = ResolveReduction(tensor.scalar_type(), opts.reduceOp, "reduce");
   const int root = opts.rootRank;
   const bool is_root = rank_ == root;
+  const c10::Device device = CallDevice("reduce").Add(tensor, "tensor").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, tensors, [=]() mutable {
+  return Enqueue(c10d::OpType::REDUCE, "reduce", device, tensors, tensors, [=]() mutable {
     at::Tensor buffer = Contiguous(tensor);
     // Only the root's tensor receives the result; a premultiplied input is a copy, so the other
     // ranks' tensors stay as they were.
@@ -317,7 +365,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce(std::vector<at::Tensor>& ten
       reduction.Premultiply(send);
     }
     Outcome outcome = Check(braidReduce(send.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                        reduction.type, reduction.op, root, comm, nullptr));
+                                        reduction.type, reduction.op, root, comm, stream));
     if (outcome.ok() && is_root) CopyBack(buffer, tensor);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -331,8 +379,8 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter(std::vector<at::Tens
   TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "braid reduce_scatter: the input list has ",
               inputs[0].size(), " tensors for ", size_, " ranks");
   at::Tensor output = outputs[0];
-  CheckHostDense(output, "reduce_scatter output");
-  CheckHostDense(inputs[0], "reduce_scatter input");
+  CheckDense(output, "reduce_scatter output");
+  CheckDense(inputs[0], "reduce_scatter input");
   for (const at::Tensor& t : inputs[0]) {
     TORCH_CHECK(t.numel() == output.numel() && t.scalar_type() == output.scalar_type(),
                 "braid reduce_scatter: every input must match the output (", output.numel(), " x ",
@@ -340,13 +388,15 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter(std::vector<at::Tens
   }
   Reduction reduction = ResolveReduction(output.scalar_type(), opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> pieces = inputs[0];
+  const c10::Device device = CallDevice("reduce_scatter").Add(output, "output").Add(inputs[0], "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", pieces, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, pieces, outputs, [=]() mutable {
     at::Tensor flat = FlattenBytes(pieces).view(output.scalar_type());
     reduction.Premultiply(flat);
     at::Tensor buffer = Contiguous(output);
     Outcome outcome = Check(braidReduceScatter(flat.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                               reduction.type, reduction.op, comm, nullptr));
+                                               reduction.type, reduction.op, comm, stream));
     if (outcome.ok()) CopyBack(buffer, output);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -363,8 +413,8 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "braid reduce_scatter_tensor: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
-  CheckHostDense(outputs, "reduce_scatter_tensor output");
-  CheckHostDense(inputs, "reduce_scatter_tensor input");
+  CheckDense(outputs, "reduce_scatter_tensor output");
+  CheckDense(inputs, "reduce_scatter_tensor input");
   std::vector<Reduction> reductions;
   for (size_t i = 0; i < outputs.size(); ++i) {
     TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
@@ -374,8 +424,10 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter_tensor_coalesced(
                 inputs[i].numel(), " of ", inputs[i].scalar_type());
     reductions.push_back(ResolveReduction(outputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor"));
   }
+  const c10::Device device = CallDevice("reduce_scatter_tensor").Add(outputs, "output").Add(inputs, "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", inputs, outputs,
+  return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", device, inputs, outputs,
                  [=]() mutable {
     for (size_t i = 0; i < outputs.size(); ++i) {
       at::Tensor send = Contiguous(inputs[i]);
@@ -385,7 +437,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::reduce_scatter_tensor_coalesced(
       }
       at::Tensor buffer = Contiguous(outputs[i]);
       Outcome outcome = Check(braidReduceScatter(send.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                                 reductions[i].type, reductions[i].op, comm, nullptr));
+                                                 reductions[i].type, reductions[i].op, comm, stream));
       if (!outcome.ok()) return outcome;
       CopyBack(buffer, outputs[i]);
     }
@@ -400,14 +452,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::broadcast(std::vector<at::Tensor>& 
   TORCH_CHECK(tensors.size() == 1 && opts.rootTensor == 0,
               "braid broadcast: takes one tensor per rank, got ", tensors.size());
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "broadcast tensor");
+  CheckDense(tensor, "broadcast tensor");
   CheckRoot(opts.rootRank, "broadcast");
   const int root = opts.rootRank;
+  const c10::Device device = CallDevice("broadcast").Add(tensor, "tensor").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::BROADCAST, "broadcast", tensors, tensors, [=]() mutable {
+  return Enqueue(c10d::OpType::BROADCAST, "broadcast", device, tensors, tensors, [=]() mutable {
     at::Tensor buffer = Contiguous(tensor);
     Outcome outcome = Check(braidBroadcast(buffer.data_ptr(), buffer.data_ptr(), Bytes(buffer),
-                                           braidUint8, root, comm, nullptr));
+                                           braidUint8, root, comm, stream));
     if (outcome.ok()) CopyBack(buffer, tensor);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -429,14 +483,14 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(static_cast<int>(output_lists.size()) == size_, "braid allgather: ", output_lists.size(),
               " output lists for ", size_, " ranks");
-  CheckHostDense(inputs, "allgather input");
+  CheckDense(inputs, "allgather input");
   int64_t input_bytes = 0;
   for (const at::Tensor& t : inputs) input_bytes += static_cast<int64_t>(Bytes(t));
   std::vector<at::Tensor> flat_outputs;
   for (int r = 0; r < size_; ++r) {
     TORCH_CHECK(output_lists[r].size() == inputs.size(), "braid allgather: output list ", r, " has ",
                 output_lists[r].size(), " tensors for ", inputs.size(), " inputs");
-    CheckHostDense(output_lists[r], "allgather output");
+    CheckDense(output_lists[r], "allgather output");
     for (size_t i = 0; i < inputs.size(); ++i) {
       const at::Tensor& out = output_lists[r][i];
       TORCH_CHECK(out.numel() == inputs[i].numel() && out.scalar_type() == inputs[i].scalar_type(),
@@ -445,13 +499,15 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_coalesced(
       flat_outputs.push_back(out);
     }
   }
+  const c10::Device device = CallDevice("allgather").Add(inputs, "input").Add(flat_outputs, "output").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
   const int size = size_;
-  return Enqueue(c10d::OpType::ALLGATHER, "all_gather", inputs, flat_outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::ALLGATHER, "all_gather", device, inputs, flat_outputs, [=]() mutable {
     at::Tensor send = FlattenBytes(inputs);
-    at::Tensor gathered = at::empty({input_bytes * size}, at::kByte);
+    at::Tensor gathered = at::empty({input_bytes * size}, send.options().dtype(at::kByte));
     Outcome outcome = Check(braidAllGather(send.data_ptr(), gathered.data_ptr(), input_bytes,
-                                           braidUint8, comm, nullptr));
+                                           braidUint8, comm, stream));
     if (outcome.ok()) UnflattenBytes(gathered, 0, flat_outputs);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -468,8 +524,8 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(
     const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "braid allgather_into_tensor: ", outputs.size(),
               " outputs for ", inputs.size(), " inputs");
-  CheckHostDense(outputs, "allgather_into_tensor output");
-  CheckHostDense(inputs, "allgather_into_tensor input");
+  CheckDense(outputs, "allgather_into_tensor output");
+  CheckDense(inputs, "allgather_into_tensor input");
   for (size_t i = 0; i < outputs.size(); ++i) {
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
                     outputs[i].scalar_type() == inputs[i].scalar_type(),
@@ -477,13 +533,15 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::allgather_into_tensor_coalesced(
                 inputs[i].numel(), " elements of ", inputs[i].scalar_type(), ", got ",
                 outputs[i].numel(), " of ", outputs[i].scalar_type());
   }
+  const c10::Device device = CallDevice("allgather_into_tensor").Add(outputs, "output").Add(inputs, "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", inputs, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device, inputs, outputs, [=]() mutable {
     for (size_t i = 0; i < outputs.size(); ++i) {
       at::Tensor send = Contiguous(inputs[i]);
       at::Tensor buffer = Contiguous(outputs[i]);
       Outcome outcome = Check(braidAllGather(send.data_ptr(), buffer.data_ptr(), Bytes(send),
-                                             braidUint8, comm, nullptr));
+                                             braidUint8, comm, stream));
       if (!outcome.ok()) return outcome;
       CopyBack(buffer, outputs[i]);
     }
@@ -497,13 +555,13 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::gather(std::vector<std::vector<at::
   CheckRoot(opts.rootRank, "gather");
   TORCH_CHECK(inputs.size() == 1, "braid gather: takes one input tensor per rank, got ", inputs.size());
   at::Tensor input = inputs[0];
-  CheckHostDense(input, "gather input");
+  CheckDense(input, "gather input");
   const int root = opts.rootRank;
   std::vector<at::Tensor> targets;
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                 "braid gather: the root needs one output list of ", size_, " tensors");
-    CheckHostDense(outputs[0], "gather output");
+    CheckDense(outputs[0], "gather output");
     for (const at::Tensor& t : outputs[0]) {
       TORCH_CHECK(t.numel() == input.numel() && t.scalar_type() == input.scalar_type(),
                   "braid gather: every output must match the input (", input.numel(), " x ",
@@ -514,14 +572,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::gather(std::vector<std::vector<at::
     TORCH_CHECK(outputs.empty() || outputs[0].empty(), "braid gather: only the root (rank ", root,
                 ") passes output tensors");
   }
+  const c10::Device device = CallDevice("gather").Add(input, "input").Add(targets, "output").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
   const int size = size_;
-  return Enqueue(c10d::OpType::GATHER, "gather", inputs, targets, [=]() mutable {
+  return Enqueue(c10d::OpType::GATHER, "gather", device, inputs, targets, [=]() mutable {
     at::Tensor send = Contiguous(input);
     const int64_t bytes = static_cast<int64_t>(Bytes(send));
-    at::Tensor gathered = at::empty({targets.empty() ? 0 : bytes * size}, at::kByte);
+    at::Tensor gathered = at::empty({targets.empty() ? 0 : bytes * size}, send.options().dtype(at::kByte));
     Outcome outcome = Check(braidGather(send.data_ptr(), targets.empty() ? nullptr : gathered.data_ptr(),
-                                        bytes, braidUint8, root, comm, nullptr));
+                                        bytes, braidUint8, root, comm, stream));
     if (outcome.ok() && !targets.empty()) UnflattenBytes(gathered, 0, targets);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -533,13 +593,13 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::scatter(std::vector<at::Tensor>& ou
   CheckRoot(opts.rootRank, "scatter");
   TORCH_CHECK(outputs.size() == 1, "braid scatter: takes one output tensor per rank, got ", outputs.size());
   at::Tensor output = outputs[0];
-  CheckHostDense(output, "scatter output");
+  CheckDense(output, "scatter output");
   const int root = opts.rootRank;
   std::vector<at::Tensor> sources;
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                 "braid scatter: the root needs one input list of ", size_, " tensors");
-    CheckHostDense(inputs[0], "scatter input");
+    CheckDense(inputs[0], "scatter input");
     for (const at::Tensor& t : inputs[0]) {
       TORCH_CHECK(t.numel() == output.numel() && t.scalar_type() == output.scalar_type(),
                   "braid scatter: every input must match the output (", output.numel(), " x ",
@@ -550,12 +610,14 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::scatter(std::vector<at::Tensor>& ou
     TORCH_CHECK(inputs.empty() || inputs[0].empty(), "braid scatter: only the root (rank ", root,
                 ") passes input tensors");
   }
+  const c10::Device device = CallDevice("scatter").Add(output, "output").Add(sources, "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::SCATTER, "scatter", sources, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::SCATTER, "scatter", device, sources, outputs, [=]() mutable {
     at::Tensor flat = sources.empty() ? at::Tensor() : FlattenBytes(sources);
     at::Tensor buffer = Contiguous(output);
     Outcome outcome = Check(braidScatter(flat.defined() ? flat.data_ptr() : nullptr, buffer.data_ptr(),
-                                         Bytes(buffer), braidUint8, root, comm, nullptr));
+                                         Bytes(buffer), braidUint8, root, comm, stream));
     if (outcome.ok()) CopyBack(buffer, output);
     return outcome;
   }, CollectiveMode(opts.asyncOp));
@@ -565,22 +627,24 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall_base(at::Tensor& output, a
                                                            std::vector<int64_t>& output_split_sizes,
                                                            std::vector<int64_t>& input_split_sizes,
                                                            const c10d::AllToAllOptions& opts) {
-  CheckHostDense(output, "alltoall output");
-  CheckHostDense(input, "alltoall input");
+  CheckDense(output, "alltoall output");
+  CheckDense(input, "alltoall input");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "braid alltoall: output is ",
               output.scalar_type(), " but input is ", input.scalar_type());
   std::vector<int64_t> send_bytes = SplitBytes(input, input_split_sizes, size_, "input");
   std::vector<int64_t> recv_bytes = SplitBytes(output, output_split_sizes, size_, "output");
   const bool equal = output_split_sizes.empty() && input_split_sizes.empty();
   std::vector<at::Tensor> inputs{input}, outputs{output};
+  const c10::Device device = CallDevice("alltoall").Add(output, "output").Add(input, "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
   const int rank = rank_, size = size_;
-  return Enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all", inputs, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all", device, inputs, outputs, [=]() mutable {
     at::Tensor send = Contiguous(input);
     at::Tensor buffer = Contiguous(output);
     Outcome outcome;
     if (equal) {
-      outcome = Check(braidAllToAll(send.data_ptr(), buffer.data_ptr(), send_bytes[0], braidUint8, comm, nullptr));
+      outcome = Check(braidAllToAll(send.data_ptr(), buffer.data_ptr(), send_bytes[0], braidUint8, comm, stream));
     } else {
       // Uneven splits: one braid group of a send and a receive per peer (own piece copied).
       auto* from = static_cast<const char*>(send.data_ptr());
@@ -590,10 +654,10 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall_base(at::Tensor& output, a
       int64_t send_at = 0, recv_at = 0;
       for (int peer = 0; peer < size; ++peer) {
         if (peer == rank) {
-          std::memcpy(to + recv_at, from + send_at, send_bytes[peer]);
+          CopyBytes(buffer, recv_at, send, send_at, send_bytes[peer]);
         } else {
-          if (outcome.ok()) outcome = Check(braidSend(from + send_at, send_bytes[peer], braidUint8, peer, comm, nullptr));
-          if (outcome.ok()) outcome = Check(braidRecv(to + recv_at, recv_bytes[peer], braidUint8, peer, comm, nullptr));
+          if (outcome.ok()) outcome = Check(braidSend(from + send_at, send_bytes[peer], braidUint8, peer, comm, stream));
+          if (outcome.ok()) outcome = Check(braidRecv(to + recv_at, recv_bytes[peer], braidUint8, peer, comm, stream));
         }
         send_at += send_bytes[peer];
         recv_at += recv_bytes[peer];
@@ -612,11 +676,13 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall(std::vector<at::Tensor>& o
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_ && static_cast<int>(inputs.size()) == size_,
               "braid alltoall: needs ", size_, " inputs and outputs, got ", inputs.size(), " and ",
               outputs.size());
-  CheckHostDense(outputs, "alltoall output");
-  CheckHostDense(inputs, "alltoall input");
+  CheckDense(outputs, "alltoall output");
+  CheckDense(inputs, "alltoall input");
+  const c10::Device device = CallDevice("alltoall").Add(outputs, "output").Add(inputs, "input").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
   const int rank = rank_, size = size_;
-  return Enqueue(c10d::OpType::ALLTOALL, "all_to_all", inputs, outputs, [=]() mutable {
+  return Enqueue(c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs, [=]() mutable {
     std::vector<at::Tensor> sends, buffers;
     for (int peer = 0; peer < size; ++peer) {
       sends.push_back(Contiguous(inputs[peer]));
@@ -627,11 +693,11 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::alltoall(std::vector<at::Tensor>& o
     for (int peer = 0; peer < size; ++peer) {
       if (peer == rank) {
         TORCH_CHECK(Bytes(buffers[peer]) == Bytes(sends[peer]), "braid alltoall: own piece sizes differ");
-        std::memcpy(buffers[peer].data_ptr(), sends[peer].data_ptr(), Bytes(sends[peer]));
+        CopyBytes(buffers[peer], 0, sends[peer], 0, static_cast<int64_t>(Bytes(sends[peer])));
         continue;
       }
-      if (outcome.ok()) outcome = Check(braidSend(sends[peer].data_ptr(), Bytes(sends[peer]), braidUint8, peer, comm, nullptr));
-      if (outcome.ok()) outcome = Check(braidRecv(buffers[peer].data_ptr(), Bytes(buffers[peer]), braidUint8, peer, comm, nullptr));
+      if (outcome.ok()) outcome = Check(braidSend(sends[peer].data_ptr(), Bytes(sends[peer]), braidUint8, peer, comm, stream));
+      if (outcome.ok()) outcome = Check(braidRecv(buffers[peer].data_ptr(), Bytes(buffers[peer]), braidUint8, peer, comm, stream));
     }
     Outcome ended = Check(braidGroupEnd());
     if (outcome.ok()) outcome = ended;
@@ -650,14 +716,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::send(std::vector<at::Tensor>& tenso
   TORCH_CHECK(tensors.size() == 1, "braid send: takes one tensor, got ", tensors.size());
   CheckPeer(dst_rank, "send");
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "send tensor");
+  CheckDense(tensor, "send tensor");
   // A non-contiguous tensor is copied now, on the caller's thread; a contiguous one is sent from
   // its own memory, so (as with every backend) it must not change before the Work completes.
   at::Tensor staged = Contiguous(tensor);
+  const c10::Device device = CallDevice("send").Add(tensor, "tensor").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::SEND, "send", tensors, {}, [=]() {
-    return Check(braidSend(staged.data_ptr(), Bytes(staged), braidUint8, dst_rank, comm, nullptr));
-  }, Mode::kQueuedPointToPoint);
+  return Enqueue(c10d::OpType::SEND, "send", device, tensors, {}, [=]() {
+    return Check(braidSend(staged.data_ptr(), Bytes(staged), braidUint8, dst_rank, comm, stream));
+  }, Mode::kQueuedPointToPoint, nullptr, {staged});
 }
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -665,12 +733,14 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recv(std::vector<at::Tensor>& tenso
   TORCH_CHECK(tensors.size() == 1, "braid recv: takes one tensor, got ", tensors.size());
   CheckPeer(src_rank, "recv");
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "recv tensor");
+  CheckDense(tensor, "recv tensor");
   at::Tensor staged = Contiguous(tensor);
+  const c10::Device device = CallDevice("recv").Add(tensor, "tensor").device();
+  const braidStream_t stream = StreamOf(device);
   braidComm_t comm = comm_;
-  auto work = Enqueue(c10d::OpType::RECV, "recv", tensors, tensors, [=]() {
-    return Check(braidRecv(staged.data_ptr(), Bytes(staged), braidUint8, src_rank, comm, nullptr));
-  }, Mode::kQueuedPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); });
+  auto work = Enqueue(c10d::OpType::RECV, "recv", device, tensors, tensors, [=]() {
+    return Check(braidRecv(staged.data_ptr(), Bytes(staged), braidUint8, src_rank, comm, stream));
+  }, Mode::kQueuedPointToPoint, [staged, tensor]() mutable { CopyBack(staged, tensor); }, {staged});
   static_cast<BraidWork*>(work.get())->SetSourceRank(src_rank);
   return work;
 }
@@ -679,13 +749,16 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tenso
                                                            int /*tag*/) {
   TORCH_CHECK(tensors.size() == 1, "braid recv: takes one tensor, got ", tensors.size());
   at::Tensor tensor = tensors[0];
-  CheckHostDense(tensor, "recv tensor");
+  CheckDense(tensor, "recv tensor");
+  TORCH_CHECK(tensor.device().is_cpu(), "braid recv from any source: the tensor is on ",
+              tensor.device().str(), ", but a receive from any source moves host memory only "
+              "(braidRecvAny); name the sender (recv(src=...)) or receive into a CPU tensor");
   at::Tensor staged = Contiguous(tensor);
   braidComm_t comm = comm_;
   auto source = std::make_shared<std::atomic<int>>(-1);
   // Not grouped with neighbouring point-to-point jobs: braid matches a receive from any source
   // on its own (the first message to arrive decides the sender), never inside a group.
-  auto work = Enqueue(c10d::OpType::RECVANYSOURCE, "recvAnySource", tensors, tensors, [=]() {
+  auto work = Enqueue(c10d::OpType::RECVANYSOURCE, "recvAnySource", c10::Device(c10::kCPU), tensors, tensors, [=]() {
     int peer = -1;
     Outcome outcome = Check(braidRecvAny(staged.data_ptr(), Bytes(staged), braidUint8, &peer, comm, nullptr));
     if (outcome.ok()) source->store(peer);
@@ -699,7 +772,7 @@ c10::intrusive_ptr<c10d::Work> BraidBackend::recvAnysource(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> BraidBackend::barrier(const c10d::BarrierOptions& opts) {
   braidComm_t comm = comm_;
-  return Enqueue(c10d::OpType::BARRIER, "barrier", {}, {}, [=]() {
+  return Enqueue(c10d::OpType::BARRIER, "barrier", c10::Device(c10::kCPU), {}, {}, [=]() {
     return Check(braidBarrier(comm, nullptr));
   }, CollectiveMode(opts.asyncOp));
 }

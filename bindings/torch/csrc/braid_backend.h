@@ -2,7 +2,7 @@
 //
 // Shape: every operation checks its arguments on the calling thread (a bad argument raises
 // there, nothing is queued), then queues a Job on the group's JobQueue and returns a BraidWork
-// at once; the worker makes the braid calls in issue order with no GIL held and completes the
+// at once (CUDA tensors: ProcessGroupNCCL's stream semantics, see device_streams.h); the worker makes the braid calls in issue order with no GIL held and completes the
 // Work and its future. Collectives move contiguous buffers: a non-contiguous tensor is staged
 // through a contiguous copy. Operations that only move data (broadcast, gathers, scatters,
 // all-to-all, send/recv) move raw bytes, so every dtype works; reductions need a braid dtype.
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,7 @@
 
 #include "bindings/c/braid.h"
 #include "braid_work.h"
+#include "device_streams.h"
 #include "job_queue.h"
 #include "tensor_types.h"
 
@@ -153,11 +155,19 @@ class BraidBackend : public c10d::Backend {
   // what the future completes with. `complete_extra` (optional) runs
   // after a successful issue, before the Work completes (point-to-point jobs copy staged
   // receives back there, after the group moved the data).
-  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* op,
+  // `device` is where the operation's tensors are (CallDevice): for a CUDA device the group's
+  // stream there joins the caller's current stream first, the inputs', outputs' and `staged`
+  // tensors' storages are recorded on it, `issue` and `complete_extra` run with it current, and
+  // the Work completes when the braid calls have been queued (device_streams.h).
+  c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType type, const char* op, c10::Device device,
                                          std::vector<at::Tensor> inputs,
                                          std::vector<at::Tensor> outputs,
                                          std::function<Outcome()> issue, Mode mode,
-                                         std::function<void()> complete_extra = nullptr);
+                                         std::function<void()> complete_extra = nullptr,
+                                         std::vector<at::Tensor> staged = {});
+  // braid.h's stream argument for an operation on `device`: NULL for the CPU, the group's
+  // stream for a CUDA device.
+  braidStream_t StreamOf(c10::Device device);
   // "braid:all_reduce" style names (Gloo's op names, which the profiler tests match); stable
   // pointers for the profiler.
   const char* ProfilingTitle(const char* op);
@@ -184,6 +194,9 @@ class BraidBackend : public c10d::Backend {
   bool coalescing_ = false;
   std::vector<std::shared_ptr<Job>> coalesced_jobs_;
   std::vector<at::Tensor> coalesced_outputs_;
+  std::optional<c10::Stream> coalesced_stream_;  // the batch's CUDA stream, if it has CUDA jobs
+  // The group's own CUDA stream per device (thread-safe on its own).
+  GroupStreams streams_;
 };
 
 }  // namespace braid_torch

@@ -1,6 +1,8 @@
 #include "braid_work.h"
 
 #include <ATen/core/jit_type.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 namespace braid_torch {
@@ -24,16 +26,34 @@ const c10::TypePtr& TensorListType() {
   return type;
 }
 
+std::vector<c10::Device> FutureDevices(const std::optional<c10::Stream>& stream) {
+  if (!stream) return {};
+  return {stream->device()};
+}
+
 }  // namespace
 
 BraidWork::BraidWork(int rank, c10d::OpType type, const char* profiling_title,
                      std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
-                     braidComm_t comm, uint64_t sequence)
+                     braidComm_t comm, uint64_t sequence, std::optional<c10::Stream> stream)
     : Work(rank, type, profiling_title, std::optional<std::vector<at::Tensor>>(std::move(inputs))),
       outputs_(std::move(outputs)),
       comm_(comm),
       sequence_(sequence),
-      future_(c10::make_intrusive<c10::ivalue::Future>(TensorListType())) {}
+      stream_(stream),
+      future_(c10::make_intrusive<c10::ivalue::Future>(TensorListType(), FutureDevices(stream))) {}
+
+void BraidWork::MarkQueued() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.emplace(c10::DeviceType::CUDA);
+    queued_->record(*stream_);
+  }
+  finish(nullptr);
+  // Under the group's stream: a CUDA future records its own events on the current stream.
+  c10::StreamGuard guard(*stream_);
+  future_->markCompleted(c10::IValue(outputs_));
+}
 
 void BraidWork::MarkDone(std::exception_ptr error) {
   // The Work first, then the future: whoever sees the future done (DDP, comm hooks) then also
@@ -46,7 +66,7 @@ void BraidWork::MarkDone(std::exception_ptr error) {
   }
 }
 
-bool BraidWork::wait(std::chrono::milliseconds timeout) {
+void BraidWork::WaitCompleted(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     cv_.wait(lock, [this] { return completed_; });
@@ -59,9 +79,38 @@ bool BraidWork::wait(std::chrono::milliseconds timeout) {
             "process group's timeout"));
   }
   if (exception_) std::rethrow_exception(exception_);
-  lock.unlock();
-  future_->wait();  // marked right after completed_ (MarkDone)
+}
+
+bool BraidWork::wait(std::chrono::milliseconds timeout) {
+  WaitCompleted(timeout);
+  if (!stream_) {
+    future_->wait();  // marked right after completed_ (MarkDone)
+    return true;
+  }
+  // The caller's current stream on the work's device waits for the work; the host does not.
+  c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  queued_->block(impl.getStream(stream_->device()));
+  // A failure of work already queued (a lost peer, a timeout, an abort) reaches the
+  // communicator's async error; report it to the waiter who can see it now.
+  braidResult_t async = braidSuccess;
+  if (braidCommGetAsyncError(comm_, &async) == braidSuccess && async != braidSuccess &&
+      async != braidInProgress) {
+    std::rethrow_exception(MakeBraidError(c10d::opTypeToString(retrieveOpType()), async,
+                                          braidGetLastError(comm_)));
+  }
   return true;
+}
+
+bool BraidWork::isCompleted() {
+  if (!stream_) return Work::isCompleted();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!completed_) return false;
+  if (exception_ || !queued_) return true;
+  return queued_->query();
+}
+
+void BraidWork::synchronize() {
+  if (stream_) wait(kNoTimeout);
 }
 
 void BraidWork::abort() { braidCommAbort(comm_); }

@@ -3,6 +3,7 @@
 #include <pybind11/chrono.h>  // timedelta <-> std::chrono (torch/extension.h leaves it out)
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/extension.h>
+#include <torch/version.h>  // TORCH_VERSION_MAJOR / _MINOR: the torch this is compiled against
 
 #include "braid_backend.h"
 
@@ -28,6 +29,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
       .def("perform_nocolor_split",
            [](braid_torch::BraidBackend& self, const py::object& /*device*/) { self.SplitNonMember(); },
            py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  // The torch minor version this extension was compiled against ("2.15").
+  module.attr("TORCH_BUILT_AGAINST") =
+      std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
   module.def("version", [] {
     int version = 0;
     braidGetVersion(&version);

@@ -4,19 +4,25 @@
 
 namespace braid_torch {
 
-void CheckHostDense(const at::Tensor& tensor, const std::string& what) {
+void CheckDense(const at::Tensor& tensor, const std::string& what) {
   TORCH_CHECK(tensor.defined(), "braid: ", what, " is an undefined tensor");
-  TORCH_CHECK(tensor.device().is_cpu(), "braid: ", what, " is on ", tensor.device().str(),
-              ": braid's torch backend serves CPU tensors today (CUDA tensors arrive with "
-              "braid's CUDA support); use a CPU tensor, or init_process_group(\"cpu:braid,cuda:nccl\")");
+  TORCH_CHECK(tensor.device().is_cpu() || tensor.device().is_cuda(), "braid: ", what, " is on ",
+              tensor.device().str(), ": braid's torch backend serves CPU and CUDA tensors");
   TORCH_CHECK(tensor.layout() == at::kStrided, "braid: ", what, " is a ", tensor.layout(),
               " tensor; braid moves dense (strided) tensors only");
 }
 
-void CheckHostDense(const std::vector<at::Tensor>& tensors, const std::string& what) {
+void CheckDense(const std::vector<at::Tensor>& tensors, const std::string& what) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    CheckHostDense(tensors[i], what + "[" + std::to_string(i) + "]");
+    CheckDense(tensors[i], what + "[" + std::to_string(i) + "]");
   }
+}
+
+void CopyBytes(at::Tensor& to, int64_t to_offset, const at::Tensor& from, int64_t from_offset,
+               int64_t bytes) {
+  if (bytes == 0) return;
+  at::Tensor target = to.view({-1}).view(at::kByte).narrow(0, to_offset, bytes);
+  target.copy_(from.view({-1}).view(at::kByte).narrow(0, from_offset, bytes));
 }
 
 namespace {
@@ -71,7 +77,7 @@ Reduction ResolveReduction(at::ScalarType dtype, const c10d::ReduceOp& op, const
       auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(supplement != nullptr, "braid: ", what, ": PREMUL_SUM without a factor");
       if (supplement->tensor_factor.defined()) {
-        CheckHostDense(supplement->tensor_factor, what + " PREMUL_SUM factor");
+        CheckDense(supplement->tensor_factor, what + " PREMUL_SUM factor");
         reduction.factor_tensor = supplement->tensor_factor;
       } else {
         reduction.factor = supplement->double_factor;

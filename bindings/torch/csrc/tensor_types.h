@@ -14,10 +14,11 @@
 
 namespace braid_torch {
 
-// braid serves dense CPU tensors (CUDA tensors arrive with braid's CUDA support): anything else
-// is refused with a message naming `what` (e.g. "allreduce input") and the tensor's device.
-void CheckHostDense(const at::Tensor& tensor, const std::string& what);
-void CheckHostDense(const std::vector<at::Tensor>& tensors, const std::string& what);
+// braid serves dense (strided) CPU and CUDA tensors: anything else is refused with a message
+// naming `what` (e.g. "allreduce input") and the tensor's device or layout. That all of one
+// call's tensors share a device is CallDevice's check (device_streams.h).
+void CheckDense(const at::Tensor& tensor, const std::string& what);
+void CheckDense(const std::vector<at::Tensor>& tensors, const std::string& what);
 
 // A reduction as braid runs it. Bool tensors reduce as uint8 with SUM as MAX and PRODUCT as MIN
 // (logical or / and), as NCCL does. PREMUL_SUM multiplies by `factor` (a double or a one-element
@@ -44,6 +45,11 @@ inline at::Tensor Contiguous(const at::Tensor& tensor) { return tensor.contiguou
 inline void CopyBack(const at::Tensor& staged, at::Tensor& tensor) {
   if (!staged.is_same(tensor)) tensor.copy_(staged);
 }
+
+// Copies `bytes` bytes of contiguous `from` at byte `from_offset` into contiguous `to` at byte
+// `to_offset`, on their device (the current stream for CUDA).
+void CopyBytes(at::Tensor& to, int64_t to_offset, const at::Tensor& from, int64_t from_offset,
+               int64_t bytes);
 
 // The elements of `tensors` one after another, as raw bytes (any mix of dtypes).
 at::Tensor FlattenBytes(const std::vector<at::Tensor>& tensors);
