@@ -18,11 +18,13 @@
 // Rank threads return strings; only the main thread calls Catch2 (Catch2 v2 is not thread-safe).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/collective_context.h"
@@ -297,6 +299,22 @@ TEST_CASE("the cost model picks two levels across hosts only", "[hier][selector]
     CHECK(pick(kind, 5, 64 << 20) != "hier");
   }
   CHECK(pick(Collective::kBroadcast, 5, 64 << 20) == "hier");
+  // Across hosts every two-level cost is finite, non-negative and grows with size.
+  for (Collective kind : kinds) {
+    for (auto [hosts, per_host] : {std::pair{2, 4}, std::pair{4, 2}, std::pair{3, 5}}) {
+      link.hosts = hosts;
+      link.ranks_per_host = per_host;
+      double previous = -1;
+      for (size_t bytes = 0; bytes <= (size_t{1} << 34); bytes = bytes == 0 ? 1 : bytes * 4) {
+        CAPTURE(CollectiveName(kind), hosts, per_host, bytes);
+        const double cost = FindAlgorithm(kind, "hier")->cost(link, hosts * per_host, bytes);
+        CHECK(cost >= 0);
+        CHECK(cost < 1e15);
+        CHECK(cost >= previous);
+        previous = cost;
+      }
+    }
+  }
   // The INFO line's summary says the same.
   link.hosts = 2;
   link.ranks_per_host = 4;

@@ -587,6 +587,12 @@ TEST_CASE("every cost function is finite, non-negative and grows with size", "[s
       for (size_t bytes = 0; bytes <= (size_t{1} << 34); bytes = bytes == 0 ? 1 : bytes * 4) {
         CAPTURE(a.name, CollectiveName(a.kind), n, bytes);
         const double cost = a.cost(link, n, bytes);
+        if (std::string(a.name) == "hier") {
+          // These links model one host, where the two-level algorithms decline (infinite cost,
+          // algorithms/hierarchical.h); hierarchical_test prices them across hosts.
+          CHECK(std::isinf(cost));
+          continue;
+        }
         CHECK(cost >= 0);
         CHECK(cost < 1e15);
         CHECK(cost >= previous);
