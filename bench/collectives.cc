@@ -5,8 +5,6 @@
 namespace braid::bench {
 namespace {
 
-constexpr braidStream_t kHost = nullptr;  // host buffers: every call completes before returning
-
 double RingFactor(int nranks) { return static_cast<double>(nranks - 1) / nranks; }
 
 size_t ElementSize(const DataArgs& a) { return TypeSize(a.type); }
@@ -52,9 +50,11 @@ class AllReduce : public Collective {
   CollSizes Sizes(size_t count, size_t, int) const override { return FlatShape(count); }
   // Each rank sends and receives (n-1)/n of the data twice (reduce-scatter, then allgather).
   double BusBandwidthFactor(int nranks) const override { return 2 * RingFactor(nranks); }
+  bool PrintsMemoryBound() const override { return true; }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t op, int, braidComm_t comm) const override {
-    return braidAllReduce(send, recv, s.param_count, type, op, comm, kHost);
+                    braidRedOp_t op, int, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidAllReduce(send, recv, s.param_count, type, op, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     FillReduceInput(a.type, a.op, a.rank, a.seed, a.send, a.sizes->send_count);
@@ -72,8 +72,9 @@ class AllGather : public Collective {
   }
   double BusBandwidthFactor(int nranks) const override { return RingFactor(nranks); }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int, braidComm_t comm) const override {
-    return braidAllGather(send, recv, s.param_count, type, comm, kHost);
+                    braidRedOp_t, int, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidAllGather(send, recv, s.param_count, type, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     const size_t n = a.sizes->send_count;
@@ -93,8 +94,9 @@ class Broadcast : public Collective {
   CollSizes Sizes(size_t count, size_t, int) const override { return FlatShape(count); }
   double BusBandwidthFactor(int) const override { return 1; }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int root, braidComm_t comm) const override {
-    return braidBroadcast(send, recv, s.param_count, type, root, comm, kHost);
+                    braidRedOp_t, int root, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidBroadcast(send, recv, s.param_count, type, root, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     if (a.rank == a.root) FillRankData(a.type, a.root, a.seed, a.send, a.sizes->send_count);
@@ -111,8 +113,9 @@ class Reduce : public Collective {
   CollSizes Sizes(size_t count, size_t, int) const override { return FlatShape(count); }
   double BusBandwidthFactor(int) const override { return 1; }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t op, int root, braidComm_t comm) const override {
-    return braidReduce(send, recv, s.param_count, type, op, root, comm, kHost);
+                    braidRedOp_t op, int root, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidReduce(send, recv, s.param_count, type, op, root, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     FillReduceInput(a.type, a.op, a.rank, a.seed, a.send, a.sizes->send_count);
@@ -134,8 +137,9 @@ class ReduceScatter : public Collective {
   }
   double BusBandwidthFactor(int nranks) const override { return RingFactor(nranks); }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t op, int, braidComm_t comm) const override {
-    return braidReduceScatter(send, recv, s.param_count, type, op, comm, kHost);
+                    braidRedOp_t op, int, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidReduceScatter(send, recv, s.param_count, type, op, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     const size_t n = a.sizes->recv_count;
@@ -162,8 +166,9 @@ class AllToAll : public Collective {
   }
   double BusBandwidthFactor(int nranks) const override { return RingFactor(nranks); }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int, braidComm_t comm) const override {
-    return braidAllToAll(send, recv, s.param_count, type, comm, kHost);
+                    braidRedOp_t, int, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidAllToAll(send, recv, s.param_count, type, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     const size_t n = a.sizes->param_count;
@@ -186,8 +191,9 @@ class Gather : public Collective {
   }
   double BusBandwidthFactor(int nranks) const override { return RingFactor(nranks); }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int root, braidComm_t comm) const override {
-    return braidGather(send, recv, s.param_count, type, root, comm, kHost);
+                    braidRedOp_t, int root, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidGather(send, recv, s.param_count, type, root, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     const size_t n = a.sizes->send_count;
@@ -210,8 +216,9 @@ class Scatter : public Collective {
   }
   double BusBandwidthFactor(int nranks) const override { return RingFactor(nranks); }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int root, braidComm_t comm) const override {
-    return braidScatter(send, recv, s.param_count, type, root, comm, kHost);
+                    braidRedOp_t, int root, braidComm_t comm,
+                    braidStream_t stream) const override {
+    return braidScatter(send, recv, s.param_count, type, root, comm, stream);
   }
   void InitData(const DataArgs& a) const override {
     const size_t n = a.sizes->recv_count;
@@ -236,7 +243,8 @@ class SendRecv : public Collective {
   CollSizes Sizes(size_t count, size_t, int) const override { return FlatShape(count); }
   double BusBandwidthFactor(int) const override { return 1; }
   braidResult_t Run(const void* send, void* recv, const CollSizes& s, braidDataType_t type,
-                    braidRedOp_t, int, braidComm_t comm) const override {
+                    braidRedOp_t, int, braidComm_t comm,
+                    braidStream_t stream) const override {
     int rank = 0, nranks = 1;
     braidResult_t result = braidCommUserRank(comm, &rank);
     if (result == braidSuccess) result = braidCommCount(comm, &nranks);
@@ -244,9 +252,9 @@ class SendRecv : public Collective {
     result = braidGroupStart();
     if (result != braidSuccess) return result;
     braidResult_t first =
-        braidSend(send, s.param_count, type, (rank + 1) % nranks, comm, kHost);
+        braidSend(send, s.param_count, type, (rank + 1) % nranks, comm, stream);
     const braidResult_t recv_result =
-        braidRecv(recv, s.param_count, type, (rank - 1 + nranks) % nranks, comm, kHost);
+        braidRecv(recv, s.param_count, type, (rank - 1 + nranks) % nranks, comm, stream);
     if (first == braidSuccess) first = recv_result;
     const braidResult_t end = braidGroupEnd();  // always closes the group
     return first != braidSuccess ? first : end;

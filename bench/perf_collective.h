@@ -57,9 +57,14 @@ class Collective {
   virtual CollSizes Sizes(size_t count, size_t elem, int nranks) const = 0;
   // busbw = algbw * factor; algbw = bw_count * element size / time.
   virtual double BusBandwidthFactor(int nranks) const = 0;
+  // `stream`: NULL for host buffers (the call completes before returning), the rank's
+  // cudaStream_t for device buffers (the call queues the collective on it and returns).
   virtual braidResult_t Run(const void* send, void* recv, const CollSizes& sizes,
-                            braidDataType_t type, braidRedOp_t op, int root,
-                            braidComm_t comm) const = 0;
+                            braidDataType_t type, braidRedOp_t op, int root, braidComm_t comm,
+                            braidStream_t stream) const = 0;
+  // all_reduce_perf: rows of at least 64 MiB on device buffers print the memory bound of ranks
+  // sharing a GPU (perf_runner.cc).
+  virtual bool PrintsMemoryBound() const { return false; }
   // Fills args.send (rooted collectives: on the root only where only the root sends) and
   // args.expected. Ranks whose recvbuff the call must not touch (non-roots of reduce and gather)
   // expect it unchanged: copy args.recv after filling args.send.

@@ -2,6 +2,9 @@
 // shared/anchors/nccl_tests_all_reduce_perf_1rank_h100.txt) and data checks.
 #include "bench/perf_common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -100,6 +103,13 @@ TEST_CASE("ParsePerfArgs: defaults and the anchor's command line", "[bench]") {
   CHECK(r.ops == std::vector<braidRedOp_t>{braidAvg});
   CHECK(r.types == std::vector<braidDataType_t>{braidBfloat16});
   CHECK(Parse({"-h"}, &r, &error) == ParseOutcome::kHelp);
+  // --device: host by default (existing commands keep host buffers), cuda on request.
+  PerfOptions d;
+  CHECK_FALSE(d.device_buffers);
+  REQUIRE(Parse({"--device", "cuda"}, &d, &error) == ParseOutcome::kRun);
+  CHECK(d.device_buffers);
+  REQUIRE(Parse({"--device=host"}, &d, &error) == ParseOutcome::kRun);
+  CHECK_FALSE(d.device_buffers);
 }
 
 TEST_CASE("ParsePerfArgs: bad values name the flag", "[bench]") {
@@ -132,6 +142,8 @@ TEST_CASE("ParsePerfArgs: bad values name the flag", "[bench]") {
       {{"-J", "out.csv"}, "-J"},
       {{"-J", ".json"}, "-J"},
       {{"-J"}, "-J"},
+      {{"--device", "gpu"}, "--device"},
+      {{"--device"}, "--device"},
   };
   for (const Case& c : cases) {
     PerfOptions o;
@@ -722,6 +734,31 @@ TEST_CASE("FormatJson writes nccl-tests' keys", "[bench]") {
   CHECK(other.find("\"errors\":[\"rank 1: braidGather failed\"]") != std::string::npos);
 }
 
+TEST_CASE("FormatJson with device buffers: device fields, buffers and the memory bound",
+          "[bench]") {
+  JsonReport r = SampleReport();
+  CHECK(FormatJson(r).find("\"buffers\"") == std::string::npos);  // host: nccl-tests' keys only
+  CHECK(FormatJson(r).find("\"memory_bound\"") == std::string::npos);
+  r.buffers = "cuda";
+  r.devices[0].device = 0;
+  r.devices[0].device_hex = "0000:00:06";
+  r.devices[0].device_info = "NVIDIA H100 80GB HBM3";
+  r.memory_bound.copy_gbps = 3000;
+  r.memory_bound.ranks_per_gpu = 2;
+  r.memory_bound.rows.push_back(JsonBoundRow{67108864, 89.5, 750, 61.25, 60.5});
+  const std::string json = FormatJson(r);
+  CHECK(json.find("\"device\":0,\"device_hex\":\"0000:00:06\",\"device_info\":\"NVIDIA H100 "
+                  "80GB HBM3\"") != std::string::npos);
+  CHECK(json.find("\"buffers\":\"cuda\",") != std::string::npos);
+  CHECK(json.find("\"memory_bound\":{\"formula\":\"t >= 2*N*S/B\",\"copy_gbps\":3000,"
+                  "\"ranks_per_gpu\":2,\"rows\":[{\"size\":67108864,\"bound_time\":89.5,"
+                  "\"bound_bus_bw\":750,\"out_of_place_percent\":61.25,"
+                  "\"in_place_percent\":60.5}]}") != std::string::npos);
+  CHECK(FormatCudaDeviceLine(0, 1165, "vm", 0, "[0000:00:06] NVIDIA H100 80GB HBM3") ==
+        "#  Rank  0 Group  0 Pid   1165 on         vm device  0 [0000:00:06] NVIDIA H100 80GB "
+        "HBM3\n");
+}
+
 TEST_CASE("OpenJsonFile never overwrites: path, path.0, path.1", "[bench]") {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(tmp ? tmp : "/tmp") + "/json_" + std::to_string(getpid());
@@ -770,6 +807,22 @@ TEST_CASE("Type and op names follow nccl-tests; values outside the enums are nam
 }
 
 // Runs PerfMain over {"all_reduce_perf", args...} with AllReduceCollective.
+// A loopback port nobody listens on now (bound to 0, then released).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
 int RunPerfMain(std::initializer_list<const char*> args) {
   std::vector<std::string> storage{"all_reduce_perf"};
   for (const char* a : args) storage.emplace_back(a);
@@ -795,6 +848,22 @@ TEST_CASE("PerfMain's exit statuses: help 0, bad flags 2, a failed braid call 3"
   CHECK(RunPerfMain({"-b", "8", "-e", "8", "-J", json.c_str()}) == 3);
   // The report is opened after the communicator exists, so none was written.
   CHECK(std::ifstream(json).good() == false);
+}
+
+TEST_CASE("--device cuda on a machine without a GPU: SKIPPED, exit 77, nothing measured",
+          "[bench]") {
+  // One real rank (its own store on loopback). CI machines have no GPU: a bench with CUDA finds
+  // none, one built without a toolkit says so; either way 77, never a pass.
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(FreePort()).c_str(), 1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string json = std::string(tmp ? tmp : "/tmp") + "/no_gpu_" +
+                           std::to_string(getpid()) + ".json";
+  CHECK(RunPerfMain({"--device", "cuda", "-b", "8", "-e", "8", "-J", json.c_str()}) == 77);
+  CHECK(std::ifstream(json).good() == false);
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(name);
 }
 
 }  // namespace

@@ -66,13 +66,18 @@ std::string PerfUsage(const char* program) {
       "\t[-z,--blocking <0/1>]\n"
       "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]\n"
       "\t[-J,--output_file <file.json> also write the results as JSON (nccl-tests' format)]\n"
+      "\t[--device <host/cuda> where the buffers live (default host); cuda: GPU memory, one\n"
+      "\t stream per rank, timed with events on it, as nccl-tests]\n"
       "\t[-h,--help]\n"
       "Ranks come from the environment (braidrun, torchrun: RANK, WORLD_SIZE, MASTER_ADDR,\n"
-      "MASTER_PORT; SLURM_*; Open MPI's OMPI_*); buffers are host memory.\n";
+      "MASTER_PORT; SLURM_*; Open MPI's OMPI_*); buffers are host memory unless --device cuda\n"
+      "(each rank's GPU: NCCL_TESTS_DEVICE, else LOCAL_RANK modulo the GPUs present).\n";
   return s;
 }
 
 ParseOutcome ParsePerfArgs(int argc, char** argv, PerfOptions* o, std::string* error) {
+  // --device has no short form (nccl-tests' letters are all taken or reserved).
+  constexpr int kDeviceFlag = 1000;
   static const struct option kLong[] = {
       {"nthreads", required_argument, nullptr, 't'},
       {"ngpus", required_argument, nullptr, 'g'},
@@ -90,6 +95,7 @@ ParseOutcome ParsePerfArgs(int argc, char** argv, PerfOptions* o, std::string* e
       {"blocking", required_argument, nullptr, 'z'},
       {"average", required_argument, nullptr, 'a'},
       {"output_file", required_argument, nullptr, 'J'},
+      {"device", required_argument, nullptr, kDeviceFlag},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -202,8 +208,18 @@ ParseOutcome ParsePerfArgs(int argc, char** argv, PerfOptions* o, std::string* e
         o->json_path = v;
         break;
       }
+      case kDeviceFlag:
+        if (std::strcmp(v, "host") == 0) {
+          o->device_buffers = false;
+        } else if (std::strcmp(v, "cuda") == 0) {
+          o->device_buffers = true;
+        } else {
+          return fail(Printf("invalid value '%s' for --device: expected host or cuda", v));
+        }
+        break;
       case 'h': return ParseOutcome::kHelp;
       case ':': {
+        if (optopt == kDeviceFlag) return fail("option --device needs a value (host or cuda)");
         if (optopt != 0 && std::strchr(kUnsupported, optopt) != nullptr) {
           return fail(Printf("-%c is an nccl-tests option that braid's bench does not support",
                              optopt));

@@ -26,6 +26,7 @@ struct PerfOptions {
   std::vector<braidRedOp_t> ops{braidSum};            // -o (all: every op)
   std::vector<braidDataType_t> types{braidFloat32};   // -d (all: every type)
   std::string json_path;      // -J: nccl-tests' JSON report (rank 0 writes it); empty: none
+  bool device_buffers = false;  // --device cuda: buffers in GPU memory, collectives on a stream
 };
 
 enum class ParseOutcome { kRun, kHelp, kError };

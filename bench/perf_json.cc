@@ -91,9 +91,10 @@ std::string FormatJson(const JsonReport& r) {
   s += "\"devices\":[";
   for (size_t i = 0; i < r.devices.size(); ++i) {
     const JsonDevice& d = r.devices[i];
-    s += Printf("%s{\"rank\":%d,\"group\":0,\"pid\":%d,\"hostname\":%s,\"device\":-1,"
-                "\"device_hex\":\"cpu\",\"device_info\":\"host memory\"}",
-                i ? "," : "", d.rank, d.pid, JsonString(d.hostname).c_str());
+    s += Printf("%s{\"rank\":%d,\"group\":0,\"pid\":%d,\"hostname\":%s,\"device\":%d,"
+                "\"device_hex\":%s,\"device_info\":%s}",
+                i ? "," : "", d.rank, d.pid, JsonString(d.hostname).c_str(), d.device,
+                JsonString(d.device_hex).c_str(), JsonString(d.device_info).c_str());
   }
   s += "]},\n\"results\":[";
   for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -111,6 +112,22 @@ std::string FormatJson(const JsonReport& r) {
   s += Printf("\"average_bus_bandwidth\":{\"bandwidth\":%s,\"okay\":\"unchecked\"},",
               JsonDouble(r.avg_busbw).c_str());
   s += "\"errors\":" + JsonList(r.messages) + ",";
+  if (r.buffers != "host") s += "\"buffers\":" + JsonString(r.buffers) + ",";
+  if (!r.memory_bound.rows.empty()) {
+    const JsonMemoryBound& m = r.memory_bound;
+    s += Printf("\n\"memory_bound\":{\"formula\":\"t >= 2*N*S/B\",\"copy_gbps\":%s,"
+                "\"ranks_per_gpu\":%d,\"rows\":[",
+                JsonDouble(m.copy_gbps).c_str(), m.ranks_per_gpu);
+    for (size_t i = 0; i < m.rows.size(); ++i) {
+      const JsonBoundRow& b = m.rows[i];
+      s += Printf("%s{\"size\":%zu,\"bound_time\":%s,\"bound_bus_bw\":%s,"
+                  "\"out_of_place_percent\":%s,\"in_place_percent\":%s}",
+                  i ? "," : "", b.bytes, JsonDouble(b.bound_us).c_str(),
+                  JsonDouble(b.bound_busbw).c_str(), JsonDouble(b.out_of_place_percent).c_str(),
+                  JsonDouble(b.in_place_percent).c_str());
+    }
+    s += "]},\n";
+  }
   s += Printf("\"end_time\":%s}\n", JsonString(r.end_time).c_str());
   return s;
 }

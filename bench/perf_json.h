@@ -35,6 +35,25 @@ struct JsonDevice {
   int rank = 0;
   int pid = 0;
   std::string hostname;
+  int device = -1;                       // the CUDA ordinal with --device cuda
+  std::string device_hex = "cpu";        // its PCI bus id
+  std::string device_info = "host memory";
+};
+
+// With --device cuda, all_reduce_perf's memory bound for rows of >= 64 MiB: N ranks sharing a
+// GPU read N inputs and write N outputs, so t >= 2 N S / B (B: the device-to-device copy rate
+// measured in the same run, bytes read + written per second).
+struct JsonBoundRow {
+  size_t bytes = 0;
+  double bound_us = 0;
+  double bound_busbw = 0;
+  double out_of_place_percent = 0;  // of the bound reached: bound time / measured time
+  double in_place_percent = 0;
+};
+struct JsonMemoryBound {
+  double copy_gbps = 0;  // B, GB/s
+  int ranks_per_gpu = 0; // N
+  std::vector<JsonBoundRow> rows;
 };
 
 struct JsonReport {
@@ -50,6 +69,8 @@ struct JsonReport {
   int errors = 0;                    // rows with wrong elements ("out_of_bounds")
   double avg_busbw = 0;
   std::vector<std::string> messages; // "errors": failed braid calls
+  std::string buffers = "host";      // "cuda" with --device cuda (then "buffers" is written)
+  JsonMemoryBound memory_bound;      // written when it has rows
 };
 
 // The whole document, one line per result row for readability; ends with "\n".

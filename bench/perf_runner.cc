@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/perf_data.h"
+#include "bench/perf_device.h"
 #include "bench/perf_flags.h"
 #include "bench/perf_json.h"
 #include "bench/perf_printf.h"
@@ -34,6 +35,12 @@ HostBuffer AllocateHost(size_t bytes) {
   std::memset(p, 0, std::max<size_t>(bytes, 64));  // touch every page before any timing
   return HostBuffer(static_cast<char*>(p));
 }
+
+// Rows of at least this size print all_reduce_perf's memory bound with --device cuda.
+constexpr size_t kMemoryBoundMinBytes = size_t{64} << 20;
+// The device-to-device copy the bound's B comes from: large enough to reach HBM's rate.
+constexpr size_t kCopyRateBytes = size_t{256} << 20;
+constexpr int kCopyRateReps = 10;
 
 std::string Now() {
   char buf[64];
@@ -63,6 +70,10 @@ class Runner {
 
   ~Runner() {
     if (comm_ != nullptr) braidCommAbort(comm_);  // only reached on failure paths
+    if (device_) {
+      device_->Free(send_d_);
+      device_->Free(recv_d_);
+    }
   }
 
   Runner(const Runner&) = delete;
@@ -71,7 +82,15 @@ class Runner {
   // The sweep. True with *exit_status 0 (all correct), 1 (wrong elements) or 2 (a root outside
   // the communicator); false after a failure, already reported.
   [[nodiscard]] bool Main(int* exit_status) {
+    // The GPU is chosen before the communicator is made: braid (as NCCL) may bind a
+    // communicator to the current device.
+    DeviceStatus device_status = DeviceStatus::kReady;
+    std::string device_why;
+    if (opt_.device_buffers) device_ = OpenBenchDevice(&device_status, &device_why);
     if (!Init()) return false;
+    if (opt_.device_buffers && !AgreeOnDevices(device_status, device_why, exit_status)) {
+      return *exit_status != 0;
+    }
     if (coll_.Rooted() && opt_.root >= nranks_) {
       if (rank_ == 0) {
         std::fprintf(stderr, "%s: invalid value '%d' for -r: the root must be < %d ranks\n",
@@ -82,7 +101,9 @@ class Runner {
       return true;
     }
     OpenJson();
-    if (!AllocateBuffers() || !PrintPreamble() || !PrintDevices()) return false;
+    if (!AllocateBuffers() || !PrintPreamble() || !PrintDevices() || !MeasureCopyRate()) {
+      return false;
+    }
     if (rank_ == 0) std::printf("#\n%s", FormatTableHeader().c_str());
     Flush();
 
@@ -95,6 +116,7 @@ class Runner {
     }
 
     const double avg_busbw = bw_count_ > 0 ? bw_sum_ / bw_count_ : 0;
+    PrintMemoryBound();
     if (rank_ == 0) {
       std::printf("# %-20s : %d %s\n", "Out of bounds values", errors_, errors_ ? "FAILED" : "OK");
       std::printf("# %-20s : %g %s\n", "Avg bus bandwidth", avg_busbw, "");
@@ -121,6 +143,100 @@ class Runner {
     if (result == braidSuccess) return true;
     last_error_ = Printf("rank %d: %s failed: %s: %s", rank_, what, braidGetErrorString(result),
                          braidGetLastError(comm_));
+    std::fprintf(stderr, "%s: %s\n", program_, last_error_.c_str());
+    std::fflush(stderr);
+    return false;
+  }
+
+  // --device cuda on every rank or on none: each rank says whether it has its GPU, and all
+  // stop alike if one has not. True to go on; false with *exit_status 77 (no GPU, or a bench
+  // without CUDA: a skip, which is not a pass) or 0 after a failure already reported.
+  [[nodiscard]] bool AgreeOnDevices(DeviceStatus status, const std::string& why,
+                                    int* exit_status) {
+    int32_t worst = status == DeviceStatus::kReady ? 0 : status == DeviceStatus::kFailed ? 2 : 1;
+    if (worst != 0) {
+      std::fprintf(stderr, "%s: rank %d: --device cuda: %s\n", program_, rank_, why.c_str());
+    }
+    if (!Check(braidAllReduce(&worst, &worst, 1, braidInt32, braidMax, comm_, nullptr),
+               "braidAllReduce (device check)")) {
+      *exit_status = 0;
+      return false;
+    }
+    if (worst == 0) {
+      json_.buffers = "cuda";
+      return true;
+    }
+    if (rank_ == 0) {
+      std::printf("# SKIPPED: %s --device cuda: %s; nothing was measured\n", coll_.Name(),
+                  worst == 1 ? (why.empty() ? "a rank has no CUDA device" : why.c_str())
+                             : "a rank could not open its GPU (see its message)");
+      std::fflush(stdout);
+    }
+    Destroy();
+    *exit_status = worst == 1 ? 77 : 3;
+    return false;
+  }
+
+  // B for all_reduce_perf's memory bound: each rank times device-to-device copies on its own
+  // GPU while the others wait (ranks sharing a GPU would otherwise slow each other's copies),
+  // and the largest rate counts (the bound must not be set too low).
+  [[nodiscard]] bool MeasureCopyRate() {
+    if (!device_ || !coll_.PrintsMemoryBound() || opt_.max_bytes < kMemoryBoundMinBytes) {
+      return true;
+    }
+    double rate = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      if (r == rank_ && !device_->MeasureCopyRate(kCopyRateBytes, kCopyRateReps, &rate,
+                                                  &last_error_)) {
+        return DeviceFailed();
+      }
+      if (!Barrier()) return false;
+    }
+    if (!Check(braidAllReduce(&rate, &rate, 1, braidFloat64, braidMax, comm_, nullptr),
+               "braidAllReduce (copy rate)")) {
+      return false;
+    }
+    copy_rate_ = rate;
+    return true;
+  }
+
+  // The bound for the rows collected in bound_rows_, after the table (the table's own lines
+  // stay nccl-tests' byte for byte).
+  void PrintMemoryBound() {
+    if (bound_rows_.empty() || copy_rate_ <= 0) return;
+    JsonMemoryBound& m = json_.memory_bound;
+    m.copy_gbps = copy_rate_ / 1e9;
+    m.ranks_per_gpu = ranks_per_gpu_;
+    const double factor = coll_.BusBandwidthFactor(nranks_);
+    for (const BoundRow& row : bound_rows_) {
+      const double n = static_cast<double>(ranks_per_gpu_);
+      const double bound_s = 2.0 * n * static_cast<double>(row.bytes) / copy_rate_;
+      JsonBoundRow b;
+      b.bytes = row.bytes;
+      b.bound_us = bound_s * 1e6;
+      b.bound_busbw = static_cast<double>(row.bytes) / 1e9 / bound_s * factor;
+      b.out_of_place_percent = row.out_of_place_us > 0 ? 100.0 * b.bound_us / row.out_of_place_us : 0;
+      b.in_place_percent = row.in_place_us > 0 ? 100.0 * b.bound_us / row.in_place_us : 0;
+      m.rows.push_back(b);
+    }
+    if (rank_ != 0) return;
+    std::printf("# Memory bound: %d rank(s) on one GPU read N inputs and write N outputs, so "
+                "t >= 2*N*S/B with N = %d,\n", ranks_per_gpu_, ranks_per_gpu_);
+    std::printf("#   B = %.1f GB/s device-to-device copy (bytes read + written, %zu MiB copies, "
+                "measured in this run)\n", m.copy_gbps, kCopyRateBytes >> 20);
+    std::printf("# %10s  %10s  %12s  %14s  %10s\n", "size", "bound", "bound busbw",
+                "out-of-place", "in-place");
+    std::printf("# %10s  %10s  %12s  %14s  %10s\n", "(B)", "(us)", "(GB/s)", "(% of bound)",
+                "(% of bound)");
+    for (const JsonBoundRow& b : m.rows) {
+      std::printf("# %10zu  %10.2f  %12.2f  %14.1f  %10.1f\n", b.bytes, b.bound_us,
+                  b.bound_busbw, b.out_of_place_percent, b.in_place_percent);
+    }
+  }
+
+  // A failed CUDA call of the bench's own (last_error_ holds CUDA's message).
+  [[nodiscard]] bool DeviceFailed() {
+    last_error_ = Printf("rank %d: %s", rank_, last_error_.c_str());
     std::fprintf(stderr, "%s: %s\n", program_, last_error_.c_str());
     std::fflush(stderr);
     return false;
@@ -203,6 +319,13 @@ class Runner {
       std::fprintf(stderr, "%s: %s\n", program_, last_error_.c_str());
       return false;
     }
+    if (device_) {
+      // The host buffers stay as staging: data is made there, copied in, checked there.
+      send_d_ = device_->Allocate(send, &last_error_);
+      if (send_d_ == nullptr) return DeviceFailed();
+      recv_d_ = device_->Allocate(recv, &last_error_);
+      if (recv_d_ == nullptr) return DeviceFailed();
+    }
     return true;
   }
 
@@ -242,7 +365,28 @@ class Runner {
     std::vector<char> all(kLine * static_cast<size_t>(nranks_), 0);
     const int pid = static_cast<int>(getpid());
     std::snprintf(&all[kLine * static_cast<size_t>(rank_)], kLine, "%s",
-                  FormatDeviceLine(rank_, pid, host).c_str());
+                  device_ ? FormatCudaDeviceLine(rank_, pid, host, device_->ordinal(),
+                                                 device_->Description()).c_str()
+                          : FormatDeviceLine(rank_, pid, host).c_str());
+    // Which ranks share a GPU (the memory bound's N): host name and GPU UUID per rank.
+    constexpr size_t kId = 128;
+    std::vector<char> ids(kId * static_cast<size_t>(nranks_), 0);
+    if (device_) {
+      std::snprintf(&ids[kId * static_cast<size_t>(rank_)], kId, "%s/%s", host,
+                    device_->Uuid().c_str());
+      if (!Check(braidAllReduce(ids.data(), ids.data(), ids.size(), braidUint8, braidSum, comm_,
+                                nullptr),
+                 "braidAllReduce (GPU identities)")) {
+        return false;
+      }
+      for (int r = 0; r < nranks_; ++r) {
+        int sharing = 0;
+        for (int q = 0; q < nranks_; ++q) {
+          sharing += std::strncmp(&ids[kId * r], &ids[kId * q], kId) == 0 ? 1 : 0;
+        }
+        ranks_per_gpu_ = std::max(ranks_per_gpu_, sharing);
+      }
+    }
     std::vector<int32_t> pids(static_cast<size_t>(nranks_), 0);
     pids[static_cast<size_t>(rank_)] = pid;
     if (!Check(braidAllReduce(all.data(), all.data(), all.size(), braidUint8, braidSum, comm_,
@@ -260,7 +404,24 @@ class Runner {
       line[kLine - 1] = '\0';
       std::printf("%s", line);
       // "#  Rank  r Group  0 Pid  p on   hostname device ..." -> hostname
-      JsonDevice d{r, pids[static_cast<size_t>(r)], ""};
+      JsonDevice d;
+      d.rank = r;
+      d.pid = pids[static_cast<size_t>(r)];
+      if (device_) {  // "... device  0 [0000:00:06] NVIDIA H100 80GB HBM3"
+        if (const char* dev = std::strstr(line, " device ")) {
+          d.device = std::atoi(dev + 8);
+          const char* open = std::strchr(dev, '[');
+          const char* close = open ? std::strchr(open, ']') : nullptr;
+          if (open && close) {
+            d.device_hex.assign(open + 1, static_cast<size_t>(close - open - 1));
+            d.device_info = close + 1;
+            while (!d.device_info.empty() && (d.device_info.back() == '\n' || d.device_info.back() == ' ')) {
+              d.device_info.pop_back();
+            }
+            if (!d.device_info.empty() && d.device_info.front() == ' ') d.device_info.erase(0, 1);
+          }
+        }
+      }
       if (const char* on = std::strstr(line, " on ")) {
         on += 4;
         while (*on == ' ') ++on;
@@ -302,18 +463,53 @@ class Runner {
     return true;
   }
 
+  // The pointers the collective gets: into the device buffers with --device cuda, else into
+  // the host buffers, at the same offsets.
   RankBuffers Pointers(const CollSizes& s, braidDataType_t type, bool in_place) {
     const size_t elem = TypeSize(type);
     const size_t r = static_cast<size_t>(rank_);
-    if (!in_place) return RankBuffers{send_.get(), recv_.get()};
-    return RankBuffers{recv_.get() + s.send_inplace_offset * r * elem,
-                       recv_.get() + s.recv_inplace_offset * r * elem};
+    char* send = device_ ? static_cast<char*>(send_d_) : send_.get();
+    char* recv = device_ ? static_cast<char*>(recv_d_) : recv_.get();
+    if (!in_place) return RankBuffers{send, recv};
+    return RankBuffers{recv + s.send_inplace_offset * r * elem,
+                       recv + s.recv_inplace_offset * r * elem};
   }
+
+  braidStream_t Stream() const { return device_ ? device_->stream() : nullptr; }
 
   [[nodiscard]] bool RunOnce(const CollSizes& s, braidDataType_t type, braidRedOp_t op,
                              bool in_place) {
     const RankBuffers b = Pointers(s, type, in_place);
-    return Check(coll_.Run(b.send, b.recv, s, type, op, opt_.root, comm_), coll_.CallName());
+    return Check(coll_.Run(b.send, b.recv, s, type, op, opt_.root, comm_, Stream()),
+                 coll_.CallName());
+  }
+
+  // Data made in the host buffers by PrepareRank goes to the device buffers (--device cuda).
+  [[nodiscard]] bool CopyIn(const CollSizes& s, braidDataType_t type) {
+    if (!device_) return true;
+    size_t send_bytes, recv_bytes;
+    BufferBytes(s, TypeSize(type), rank_, &send_bytes, &recv_bytes);
+    if (!device_->CopyIn(send_d_, send_.get(), send_bytes, &last_error_) ||
+        !device_->CopyIn(recv_d_, recv_.get(), recv_bytes, &last_error_)) {
+      return DeviceFailed();
+    }
+    return true;
+  }
+
+  // The result back into the host buffer, where CountWrong reads it.
+  [[nodiscard]] bool CopyOut(const CollSizes& s, braidDataType_t type) {
+    if (!device_) return true;
+    size_t send_bytes, recv_bytes;
+    BufferBytes(s, TypeSize(type), rank_, &send_bytes, &recv_bytes);
+    if (!device_->CopyOut(recv_.get(), recv_d_, recv_bytes, &last_error_)) return DeviceFailed();
+    return true;
+  }
+
+  // Every collective queued so far on this rank has run (device mode; host calls complete
+  // inside the call).
+  [[nodiscard]] bool Complete() {
+    if (device_ && !device_->Synchronize(&last_error_)) return DeviceFailed();
+    return true;
   }
 
   // Times one half of a row (out of place or in place), checks it and prints its columns.
@@ -324,18 +520,23 @@ class Runner {
     if (checks > 0) {
       PrepareRank(coll_, s, type, op, opt_.root, rank_, nranks_, 0, in_place, send_.get(),
                   recv_.get(), expected_.get());
+      if (!CopyIn(s, type)) return false;
     }
-    if (!RunOnce(s, type, op, in_place) || !Barrier()) return false;
+    if (!RunOnce(s, type, op, in_place) || !Complete() || !Barrier()) return false;
 
+    // Host buffers: the host clock around the calls (each completes inside its call). Device
+    // buffers: events on the rank's stream around the queued collectives, as nccl-tests.
     const auto start = std::chrono::steady_clock::now();
+    if (device_ && !device_->StartTimer(&last_error_)) return DeviceFailed();
     for (int iter = 0; iter < opt_.iters; ++iter) {
       for (int a = 0; a < opt_.agg_iters; ++a) {
         if (!RunOnce(s, type, op, in_place)) return false;
-        if (opt_.blocking == 1 && !Barrier()) return false;
+        if (opt_.blocking == 1 && (!Complete() || !Barrier())) return false;
       }
     }
-    const double elapsed =
+    double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (device_ && !device_->StopTimer(&elapsed, &last_error_)) return DeviceFailed();
     double seconds = 0;
     if (!CombineTime(elapsed / (static_cast<double>(opt_.iters) * opt_.agg_iters), &seconds)) {
       return false;
@@ -350,7 +551,9 @@ class Runner {
       const RankBuffers b = PrepareRank(coll_, s, type, op, opt_.root, rank_, nranks_,
                                         ++check_rep_, in_place, send_.get(), recv_.get(),
                                         expected_.get());
-      if (!RunOnce(s, type, op, in_place)) return false;
+      if (!CopyIn(s, type) || !RunOnce(s, type, op, in_place) || !CopyOut(s, type)) {
+        return false;
+      }
       wrong = CountWrong(type, op, b.recv, expected_.get(), s.recv_count);
       if (!Check(braidAllReduce(&wrong, &wrong, 1, braidInt64, braidSum, comm_, nullptr),
                  "braidAllReduce (#wrong)")) {
@@ -378,6 +581,7 @@ class Runner {
         if (!RunOnce(s, type, op, false)) return false;
       }
     }
+    if (!Complete()) return false;
     for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes;) {
       const CollSizes s = coll_.Sizes(bytes / elem, elem, nranks_);
       JsonRow row;
@@ -397,6 +601,9 @@ class Runner {
       }
       if (rank_ == 0) std::printf("\n");
       Flush();
+      if (copy_rate_ > 0 && row.bytes >= kMemoryBoundMinBytes) {
+        bound_rows_.push_back(BoundRow{row.bytes, row.out_of_place.time_us, row.in_place.time_us});
+      }
       json_.rows.push_back(row);
       if (opt_.step_factor > 1) {
         if (bytes > SIZE_MAX / opt_.step_factor) break;
@@ -416,6 +623,17 @@ class Runner {
   int rank_ = 0;
   int nranks_ = 1;
   HostBuffer send_, recv_, expected_;
+  // --device cuda: the rank's GPU and its buffers (same sizes as send_ and recv_).
+  std::unique_ptr<BenchDevice> device_;
+  void* send_d_ = nullptr;
+  void* recv_d_ = nullptr;
+  int ranks_per_gpu_ = 1;   // the most ranks on one GPU (the memory bound's N)
+  double copy_rate_ = 0;    // B, bytes per second; 0 when no bound is printed
+  struct BoundRow {
+    size_t bytes;
+    double out_of_place_us, in_place_us;
+  };
+  std::vector<BoundRow> bound_rows_;
   bool barrier_missing_ = false;
   uint64_t check_rep_ = 0;
   int errors_ = 0;  // rows (out-of-place or in-place) with wrong elements
@@ -443,7 +661,7 @@ int PerfMain(int argc, char** argv, const Collective& collective) {
   }
   Runner runner(options, collective, program, argc, argv);
   int exit_status = 0;
-  if (runner.Main(&exit_status)) return exit_status;
+  if (runner.Main(&exit_status)) return exit_status;  // 77: --device cuda without a GPU
   std::fflush(stdout);
   runner.WriteJsonAfterFailure();
   return 3;  // reported where it happened; ~Runner aborts the communicator

@@ -23,6 +23,12 @@ std::string FormatDeviceLine(int rank, int pid, const char* hostname) {
                 pid, hostname, -1);
 }
 
+std::string FormatCudaDeviceLine(int rank, int pid, const char* hostname, int device,
+                                 const std::string& description) {
+  return Printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d %s\n", rank, 0, pid, hostname,
+                device, description.c_str());
+}
+
 std::string FormatTableHeader() {
   std::string s = Printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
                          "in-place          \n", "", "", "", "", "");

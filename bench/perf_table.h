@@ -12,6 +12,9 @@ namespace braid::bench {
 std::string FormatFloat(double value, int width);
 // "#  Rank  0 Group  0 Pid   1165 on   hostname device -1 [cpu] host memory"
 std::string FormatDeviceLine(int rank, int pid, const char* hostname);
+// --device cuda: "#  Rank  0 Group  0 Pid   1165 on         vm device  0 [0000:00:06] NVIDIA H100 80GB HBM3"
+std::string FormatCudaDeviceLine(int rank, int pid, const char* hostname, int device,
+                                 const std::string& description);
 // The three header lines (out-of-place / in-place banner, column names, units), each ending "\n".
 std::string FormatTableHeader();
 // "           8             2     float     sum      -1"
