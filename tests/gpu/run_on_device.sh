@@ -9,8 +9,9 @@
 #     reduction/copy kernels against kernels/cpu (kernels_gpu_test); the cuda_ipc transport between
 #     cudaMalloc buffers, ranks as threads and as two processes (cuda_ipc_gpu_test);
 #   - every binary again under compute-sanitizer memcheck (--quick, smaller sizes), where present.
-# Not yet (issue 21's later steps): collectives on device buffers at 1-8 ranks, the torch CUDA
-# tests, the benchmarks.
+#   - the torch CUDA tests, torch_bench's CUDA table and every *_perf on device buffers
+#     (torch_and_bench_steps.sh, which writes gpu_results/ beside the report).
+# Not yet (issue 21's later steps): collectives on device buffers at 1-8 ranks.
 #
 # Usage: tests/gpu/run_on_device.sh [BIN_DIR=gpu_bin] [REPORT=$OUT/gpu_report.json or ./gpu_report.json]
 # Exit status: 0 only if every binary passed plainly and under the sanitizer; skipped is not passed.
@@ -75,6 +76,10 @@ for bin in "$bin_dir"/*_gpu_test; do
 done
 
 mkdir -p "$(dirname "$report")"
+# The torch CUDA tests and the device benchmarks (their JSON goes to gpu_results/ beside the report).
+# shellcheck source=tests/gpu/torch_and_bench_steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/torch_and_bench_steps.sh"
+
 python3 - "$work/versions.txt" "$work/runs.tsv" "$report" <<'PY'
 import json, sys
 versions = dict(line.rstrip("\n").split("=", 1) for line in open(sys.argv[1]) if "=" in line)
@@ -87,7 +92,8 @@ report = {"versions": versions, "runs": runs,
           "passed": sum(r["status"] == "passed" for r in runs),
           "failed": sum(r["status"] == "failed" for r in runs),
           "skipped": sum(r["status"] == "skipped" for r in runs),
-          "not_yet": ["collectives on device buffers at 1, 2, 4, 8 ranks", "torch CUDA tests", "benchmarks"]}
+          "gpu_results": "gpu_results/ beside this report (tests/gpu/torch_and_bench_steps.sh)",
+          "not_yet": ["collectives on device buffers at 1, 2, 4, 8 ranks"]}
 json.dump(report, open(sys.argv[3], "w"), indent=2)
 print("%d passed, %d failed, %d skipped" % (report["passed"], report["failed"], report["skipped"]))
 PY

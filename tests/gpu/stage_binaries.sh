@@ -7,10 +7,19 @@ cd "$(dirname "$0")/../.."
 binaries=(cuda_ipc_gpu_test device_collectives_gpu_test device_gpu_test kernels_gpu_test)
 targets=()
 for b in "${binaries[@]}"; do targets+=("//tests/gpu:$b"); done
+# For torch_and_bench_steps.sh: every *_perf (--device cuda, static cudart), the launcher, and
+# libbraid.so for braid_torch, which is built there against that machine's torch.
+perf_programs=(all_reduce_perf all_gather_perf broadcast_perf reduce_perf reduce_scatter_perf
+               alltoall_perf gather_perf scatter_perf sendrecv_perf)
+for p in "${perf_programs[@]}"; do targets+=("//bench:$p"); done
+targets+=(//rendezvous:braidrun //bindings/c:libbraid_cuda.so)
 bazel "$@" build "${targets[@]}" --symlink_prefix=/
 bin_dir=$(bazel "$@" info bazel-bin 2>/dev/null)
 mkdir -p gpu_bin
 for b in "${binaries[@]}"; do
   install -m 755 "$bin_dir/tests/gpu/$b" gpu_bin/
 done
-echo "staged in gpu_bin/: ${binaries[*]}"
+for p in "${perf_programs[@]}"; do install -m 755 "$bin_dir/bench/$p" gpu_bin/; done
+install -m 755 "$bin_dir/rendezvous/braidrun" gpu_bin/
+install -m 755 "$bin_dir/bindings/c/libbraid_cuda.so" gpu_bin/libbraid.so
+echo "staged in gpu_bin/: ${binaries[*]} ${perf_programs[*]} braidrun libbraid.so"
