@@ -226,7 +226,8 @@ braidResult_t braidCommFinalize(braidComm_t comm);
 /* Frees the communicator and its handle. Local: it does not wait for the other ranks. Call it
  * once, after braidCommFinalize or braidCommAbort as with NCCL, with no other call on `comm`
  * running. Afterwards the handle is dead: a call with it returns braidInvalidUsage, and
- * braidGetLastError(comm) gives this thread's message. */
+ * braidGetLastError(comm) gives this thread's message -- until a communicator created later
+ * happens to get the same address from the allocator, which makes that value live again. */
 braidResult_t braidCommDestroy(braidComm_t comm);
 /* Breaks the communicator now, from any thread: every blocked wait of `comm` returns
  * braidAborted at once and later operations fail at once. The handle still needs
