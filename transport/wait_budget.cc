@@ -8,10 +8,14 @@
 namespace braid::transport {
 
 WaitBudget WaitBudget::For(int ranks) {
-  // Whether the process is bound does not enter: unbound ranks that spin (torchrun's) are the
-  // ones the kernel spreads over the CPUs; yielding ones it may pack onto one (wait_budget.h).
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && ranks <= cpus ? Dedicated() : Oversubscribed();
+  if (cpus <= 0 || ranks > cpus) return Oversubscribed();
+  // A process that may run on every CPU was placed by nobody: it shares its core with whatever
+  // else runs (torchrun binds nothing, a framework has busy threads of its own).
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return Dedicated();
+  return CPU_COUNT(&allowed) < cpus ? Dedicated() : Oversubscribed();
 }
 
 WaitBudget WaitBudget::For(int ranks, const std::string& policy) {

@@ -17,7 +17,8 @@
 //   in many ring pieces keeps both sides spinning instead of paying a wake-up per piece.
 //
 // How long each phase lasts depends on whether the ranks can have a core each (WaitBudget):
-// - dedicated (communicator size <= online CPUs): spin 100 us -- a 512 KiB ring-allreduce chunk
+// - dedicated (communicator size <= online CPUs, and the process bound to some of them, so it
+//   owns its cores; see For): spin 100 us -- a 512 KiB ring-allreduce chunk
 //   takes ~50 us, and a yield on a machine that also runs other work (a build, another job) can
 //   hand the core away for milliseconds -- then yield until 2 ms, then sleep;
 // - oversubscribed: no spin -- check once, then yield at once (the peer we wait for is as likely
@@ -49,12 +50,13 @@ struct WaitBudget {
   static WaitBudget Dedicated() { return {100'000, 2'000'000}; }
   static WaitBudget Oversubscribed() { return {0, 300'000}; }
   // Dedicated if `ranks` ranks fit on this machine's online CPUs (an upper bound on the ranks
-  // sharing it), else oversubscribed -- bound or not. Yielding first for unbound processes (tried
-  // 2026-11-25) cost PyTorch's 2-rank allreduce 5x on a quiet machine (7.2-12.3 GB/s spinning
-  // against 1.4 yielding; 8 B 19.2 us per call yielding), most likely because a waiter that
-  // yields looks idle to the scheduler, which may then run both ranks on one CPU. It wins only beside a busy process on
-  // the ranks' cores, where BRAID_WAIT_POLICY=yield gives it (docs/PERFORMANCE.md, "Ranks that
-  // do not own a core").
+  // sharing it) and this process was bound to some of them (braidrun, mpirun --bind-to core,
+  // srun --cpu-bind): a rank that owns its cores gains from spinning. Else oversubscribed: a
+  // rank that may run anywhere shares its core with whatever else runs, where a spinning waiter
+  // burns the time slice its peer needs (2 unbound ranks on the 2-core VM under load, 8-byte
+  // allreduce: 635 us spinning first against 7.7 us yielding; beside a busy loop 2212 against
+  // 2.2 us; bound and spinning 0.14 and 0.35 us; docs/PERFORMANCE.md, "Ranks that do not own a
+  // core").
   static WaitBudget For(int ranks);
   // As Config::wait_policy says: "spin" Dedicated, "yield" Oversubscribed, else For(ranks).
   static WaitBudget For(int ranks, const std::string& policy);
