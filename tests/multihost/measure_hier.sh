@@ -56,20 +56,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-rate_bytes() {
-  local text=${1,,} number unit
-  number=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\1/p')
-  unit=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\2/p')
-  [ -n "$number" ] || return 1
-  case "$unit" in
-    gbit) awk -v n="$number" 'BEGIN { print n * 1e9 / 8 }' ;;
-    mbit) awk -v n="$number" 'BEGIN { print n * 1e6 / 8 }' ;;
-    kbit) awk -v n="$number" 'BEGIN { print n * 1e3 / 8 }' ;;
-    bit | "") awk -v n="$number" 'BEGIN { print n / 8 }' ;;
-    *) return 1 ;;
-  esac
-}
-link=$(rate_bytes "$rate") || { echo "measure_hier.sh: cannot read rate '$rate' (e.g. 1gbit, 500mbit)" >&2; exit 2; }
+link=$(mh_rate_bytes "$rate") || { echo "measure_hier.sh: cannot read rate '$rate' (e.g. 1gbit, 500mbit)" >&2; exit 2; }
 
 mh_init || exit 1
 trap mh_teardown EXIT

@@ -63,6 +63,21 @@ mh_init() {
 }
 
 mh_netns() { echo "${MH_PREFIX}${MH_ID}h$1"; }
+# tc's rate in bytes per second: 1gbit, 500mbit, 100kbit, or plain bit/s (the scripts' bounds).
+mh_rate_bytes() {
+  local text=${1,,} number unit
+  number=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\1/p')
+  unit=$(echo "$text" | sed -nE 's/^([0-9.]+)([a-z]*)$/\2/p')
+  [ -n "$number" ] || return 1
+  case "$unit" in
+    gbit) awk -v n="$number" 'BEGIN { print n * 1e9 / 8 }' ;;
+    mbit) awk -v n="$number" 'BEGIN { print n * 1e6 / 8 }' ;;
+    kbit) awk -v n="$number" 'BEGIN { print n * 1e3 / 8 }' ;;
+    bit | "") awk -v n="$number" 'BEGIN { print n / 8 }' ;;
+    *) return 1 ;;
+  esac
+}
+
 mh_addr() { echo "${MH_SUBNET}.$(( $1 + 1 ))"; }
 mh_exec() {
   local host=$1
