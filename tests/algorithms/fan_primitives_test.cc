@@ -19,6 +19,7 @@
 #include "algorithms/fan_primitives.h"
 #include "algorithms/tag_layout.h"
 #include "tests/harness/multi_rank.h"
+#include "tests/harness/mesh_rank_context.h"
 #include "tests/harness/transport_mesh.h"
 
 namespace braid::algorithms {
@@ -35,28 +36,12 @@ Mesh MakeMesh(const std::string& name, int size) {
   return braid::testing::MakeTransportMesh(name, size, kTimeoutMs);
 }
 
-// One rank's CollectiveContext over the mesh: its links, its own scratch, a deadline.
-struct RankContext {
+// One rank's CollectiveContext over the mesh, in collective `sequence`.
+struct RankContext : braid::testing::MeshRankContext {
   RankContext(Mesh& mesh, int rank, uint64_t sequence, int64_t timeout_ms)
-      : connect([&mesh, rank](int peer) -> Result<transport::Connection*> {
-          return mesh.conns[rank][peer].get();
-        }),
-        scratch([this](size_t bytes) -> void* {
-          if (memory.size() < bytes) memory.resize(bytes);
-          return memory.data();
-        }) {
-    ctx.rank = rank;
-    ctx.size = mesh.size();
+      : MeshRankContext(mesh, rank, timeout_ms) {
     ctx.sequence = OperationSequence(TagSpace::kCollective, sequence);
-    ctx.chunk_bytes = 64;  // 16 int32 per slice: every test runs many slices through the window
-    ctx.deadline = Deadline::AfterMs(timeout_ms);
-    ctx.connection.connect = connect;
-    ctx.scratch = scratch;
   }
-  std::function<Result<transport::Connection*>(int)> connect;
-  std::function<void*(size_t)> scratch;
-  std::vector<char> memory;
-  CollectiveContext ctx;
 };
 
 CollectiveArgs Args(Collective kind, size_t count, DataType type, ReduceOp op) {

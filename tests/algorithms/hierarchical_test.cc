@@ -33,6 +33,7 @@
 #include "algorithms/selector.h"
 #include "algorithms/tag_layout.h"
 #include "tests/harness/multi_rank.h"
+#include "tests/harness/mesh_rank_context.h"
 #include "tests/harness/transport_mesh.h"
 
 namespace braid::algorithms {
@@ -44,27 +45,11 @@ using braid::testing::RunThreads;
 constexpr int64_t kTimeoutMs = 30000;
 
 // One rank's context over the mesh, with the test's topology.
-struct RankContext {
+struct RankContext : braid::testing::MeshRankContext {
   RankContext(braid::testing::TransportMesh& mesh, int rank, const HostTopology& topology)
-      : connect([&mesh, rank](int peer) -> Result<transport::Connection*> {
-          return mesh.conns[rank][peer].get();
-        }),
-        scratch([this](size_t bytes) -> void* {
-          if (memory.size() < bytes) memory.resize(bytes);
-          return memory.data();
-        }) {
-    ctx.rank = rank;
-    ctx.size = mesh.size();
-    ctx.chunk_bytes = 64;
-    ctx.deadline = Deadline::AfterMs(kTimeoutMs);
-    ctx.connection.connect = connect;
-    ctx.scratch = scratch;
+      : MeshRankContext(mesh, rank, kTimeoutMs) {
     ctx.topology = &topology;
   }
-  std::function<Result<transport::Connection*>(int)> connect;
-  std::function<void*(size_t)> scratch;
-  std::vector<char> memory;
-  CollectiveContext ctx;
 };
 
 // Rank r's element i: distinct, exact in int32 sums over a few ranks.
