@@ -60,10 +60,13 @@ struct LinkModel {
   int hosts = 1;
   int ranks_per_host = 0;
   // The link inside a host, where the job spans several: the numbers above are then the
-  // network's (the slowest transport's), and the two-level algorithms (hierarchical.h) price
-  // their phases inside a host with these (shared memory's calibration; 0: as the link above).
+  // network's (the slowest transport's), and the steps and messages that stay inside a host (the
+  // two-level algorithms' phases there, rd's and rhd's steps to a partner on the same host, the
+  // direct allreduce's messages to its host's ranks) are priced with these (shared memory's
+  // calibration; 0: as the link above).
   double intra_host_latency_us = 0;
   double intra_host_bandwidth_gbps = 0;
+  double intra_host_fan_out_us = 0;
   bool intra_host_reduces_on_receive = true;
 };
 

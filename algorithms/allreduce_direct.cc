@@ -90,12 +90,31 @@ Status RunDirectAllReduce(const CollectiveContext& ctx, const CollectiveArgs& ar
 // reductions, times the ranks sharing each core. rd's steps are priced by their latency, which
 // with shared cores already is a scheduling round (DefaultLinkModel); the fit to the measured
 // crossovers (4 ranks: 0.5-2 KiB; 3, 5 and 6 ranks: 4-8 KiB) is in docs/ALGORITHMS.md.
+//
+// Across hosts (m ranks on each): a rank's m-1 messages to its own host's ranks go over shared
+// memory, at its fan-out price and rate (LinkModel::intra_host_*); its n-m messages to other
+// hosts each cost the network's fan-out price, and the host's link carries all m ranks' n-m
+// buffers, m(n-m) in all (not multiplied by the ranks sharing a core: the link's time, not the
+// CPUs'). Why apart: priced as n-1 messages at one fan-out price, the network's per-message cost
+// came from loopback (the built-in tcp entry) while a message between the namespace hosts
+// measured several times that, and the model picked direct at 8 B where rd was 1.5-6x faster
+// (docs/SCALING.md); bench/calibrate --across-hosts measures tcp.fan_out_us between hosts.
 double DirectAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
-  const double per_peer =
-      link.fan_out_us + cost::Transfer(link, b) + cost::ReduceWhole(link, n, b, b);
-  return link.latency_us + (n - 1) * link.ranks_per_cpu * per_peer;
+  const double reduce = (n - 1) * cost::ReduceWhole(link, n, b, b);
+  const int m = link.ranks_per_host;
+  if (link.hosts <= 1 || m < 1 || m >= n) {
+    return link.latency_us +
+           link.ranks_per_cpu * ((n - 1) * (link.fan_out_us + cost::Transfer(link, b)) + reduce);
+  }
+  LinkModel inside = link;  // hierarchical.h's IntraHostModel, for the two numbers used here
+  if (link.intra_host_fan_out_us > 0) inside.fan_out_us = link.intra_host_fan_out_us;
+  if (link.intra_host_bandwidth_gbps > 0) inside.bandwidth_gbps = link.intra_host_bandwidth_gbps;
+  const double local = (m - 1) * (inside.fan_out_us + cost::Transfer(inside, b));
+  const double remote = (n - m) * link.fan_out_us;
+  return link.latency_us + link.ranks_per_cpu * (local + remote + reduce) +
+         cost::Transfer(link, static_cast<double>(m) * (n - m) * b);
 }
 
 }  // namespace braid::algorithms

@@ -210,15 +210,19 @@ double FoldCost(const LinkModel& link, int n, double b) {
 
 // log2(p) exchanges of the whole buffer, each followed by a whole-buffer reduction; an exchange
 // with a partner on another host moves the whole buffer of every rank of the host through its
-// link (cost::LinkSharers).
+// link (cost::LinkSharers), one with a partner on the same host costs that host's step latency
+// (cost::StepLatency).
 double RecursiveDoublingAllReduceCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
   const int p = cost::FloorPow2(n), steps = cost::CeilLog2(p);
-  double moved = 0;
-  for (int mask = 1; mask < p; mask <<= 1) moved += b * cost::LinkSharers(link, mask);
-  return FoldCost(link, n, b) + cost::Transfer(link, moved) +
-         steps * (link.latency_us + link.message_us + cost::ReduceWhole(link, n, b, b));
+  double moved = 0, latency = 0;
+  for (int mask = 1; mask < p; mask <<= 1) {
+    moved += b * cost::LinkSharers(link, mask);
+    latency += cost::StepLatency(link, mask);
+  }
+  return FoldCost(link, n, b) + cost::Transfer(link, moved) + latency +
+         steps * (link.message_us + cost::ReduceWhole(link, n, b, b));
 }
 
 // 2 log2(p) exchanges moving 2(p-1)/p of the buffer in all and reducing (p-1)/p of it; the
@@ -231,12 +235,13 @@ double RecursiveHalvingDoublingAllReduceCost(const LinkModel& link, int n, size_
   const double share = static_cast<double>(p - 1) / p * b;
   // Halving from the farthest partner (distance p/2, half the buffer) to the nearest: where the
   // far ones are on other hosts, every rank of a host sends its half through the host's link.
-  double moved = 0, half = b;
+  double moved = 0, half = b, latency = 0;
   for (int mask = p / 2; mask >= 1; mask >>= 1) {
     half /= 2;
     moved += half * cost::LinkSharers(link, mask);
+    latency += cost::StepLatency(link, mask);
   }
-  return FoldCost(link, n, b) + 2 * cost::CeilLog2(p) * (link.latency_us + link.message_us) +
+  return FoldCost(link, n, b) + 2 * (latency + cost::CeilLog2(p) * link.message_us) +
          2 * cost::Transfer(link, moved) + cost::ReduceWhileReceiving(link, n, b, share);
 }
 

@@ -262,6 +262,13 @@ LinkModel Calibration::Model(const char* transport, bool oversubscribed,
   // Not a measurement but what shared memory's code does (Connection::LandsInPlace), so it
   // stays out of the file.
   link.reduces_on_receive = transport != nullptr && std::strcmp(transport, "shm") == 0;
+  // Inside a host ranks link over shared memory: what the steps and messages that stay inside a
+  // host are priced with once the job spans hosts (LinkModel::intra_host_*).
+  const TransportCalibration& shm = Of("shm");
+  link.intra_host_latency_us = oversubscribed ? shm.latency_us : shm.latency_us_core_per_rank;
+  link.intra_host_bandwidth_gbps = shm.bandwidth_gbps;
+  link.intra_host_fan_out_us = shm.fan_out_us;
+  link.intra_host_reduces_on_receive = true;
   return link;
 }
 

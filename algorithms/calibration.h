@@ -91,9 +91,10 @@ class Calibration {
   // its own has always been priced). nullptr means tcp.
   const TransportCalibration& Of(const char* transport) const;
 
-  // The link model of a job whose slowest transport is `transport`. `oversubscribed`: some host
-  // runs more ranks than it has CPUs; `ranks_per_cpu`: how many on the busiest host (read only
-  // when oversubscribed).
+  // The link model of a job whose slowest transport is `transport`, with shm's numbers for the
+  // link inside a host (LinkModel::intra_host_*). `oversubscribed`: some host runs more ranks
+  // than it has CPUs; `ranks_per_cpu`: how many on the busiest host (read only when
+  // oversubscribed).
   LinkModel Model(const char* transport, bool oversubscribed, double ranks_per_cpu) const;
 
   // Where the numbers came from, for logs: "built-in (...)" or the file's path.

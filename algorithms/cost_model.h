@@ -114,6 +114,22 @@ inline double LinkSharers(const LinkModel& link, int distance) {
   return across ? link.ranks_per_host : 1.0;
 }
 
+// Whether an exchange with a partner `distance` ranks away (ranks numbered host by host) stays
+// inside a host of a job that spans several: the partner is on the same host.
+inline bool InsideHost(const LinkModel& link, int distance) {
+  return link.hosts > 1 && link.ranks_per_host > 1 && distance < link.ranks_per_host;
+}
+// The latency of an exchange step whose partners are `distance` ranks apart: shared memory's
+// (LinkModel::intra_host_latency_us) where the partner is on the same host of a job that spans
+// several, else the link's. Why: pricing every step of rd at the network's latency made its
+// steps inside a host (two of three at 2 hosts x 4 ranks) cost a network step each, so one
+// direct round looked cheaper than rd across hosts at 8 B, where rd measured 1.5-6x faster
+// (docs/SCALING.md, "The selector against the model").
+inline double StepLatency(const LinkModel& link, int distance) {
+  return InsideHost(link, distance) && link.intra_host_latency_us > 0 ? link.intra_host_latency_us
+                                                                      : link.latency_us;
+}
+
 // ceil(log2(n)) for n >= 1 (0 for n == 1).
 inline int CeilLog2(int n) {
   int steps = 0;

@@ -13,6 +13,7 @@ LinkModel IntraHostModel(const LinkModel& link) {
   LinkModel inside = link;
   if (link.intra_host_latency_us > 0) inside.latency_us = link.intra_host_latency_us;
   if (link.intra_host_bandwidth_gbps > 0) inside.bandwidth_gbps = link.intra_host_bandwidth_gbps;
+  if (link.intra_host_fan_out_us > 0) inside.fan_out_us = link.intra_host_fan_out_us;
   inside.reduces_on_receive = link.intra_host_reduces_on_receive;
   inside.hosts = 1;
   inside.ranks_per_host = 0;

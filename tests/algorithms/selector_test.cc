@@ -338,6 +338,83 @@ TEST_CASE("across hosts, rd's and rhd's steps to another host carry all of the h
   CHECK(rd->cost(spread, 8, bytes) == Approx(rd->cost(one, 8, bytes)));
 }
 
+// A job across H namespace-like hosts of m ranks: the network's numbers as bench/calibrate
+// --across-hosts writes them for tcp (a step latency, a per-message fan-out price of the same
+// order, a shaped 1 Gbit/s link), shared memory's inside each host. Round values of that order,
+// not a measurement (docs/SCALING.md has the harness's).
+LinkModel AcrossHosts(int hosts, int ranks_per_host, double ranks_per_cpu) {
+  LinkModel link = Synthetic(30, 0.119, ranks_per_cpu > 1);
+  link.ranks_per_cpu = ranks_per_cpu;
+  link.fan_out_us = 40;
+  link.hosts = hosts;
+  link.ranks_per_host = ranks_per_host;
+  link.intra_host_latency_us = ranks_per_cpu > 1 ? 8 : 0.1;
+  link.intra_host_bandwidth_gbps = 1.5;
+  link.intra_host_fan_out_us = 1;
+  return link;
+}
+
+TEST_CASE("across hosts at 8 B rd beats the direct exchange, as measured on namespace hosts",
+          "[selector][model]") {
+  const Algorithm* rd = FindAlgorithm(Collective::kAllReduce, "rd");
+  const Algorithm* direct = FindAlgorithm(Collective::kAllReduce, "direct");
+  REQUIRE(rd != nullptr);
+  REQUIRE(direct != nullptr);
+  const AlgorithmPolicy rd_direct = MustParse("allreduce:rd,direct"), none;
+  // The harness's shapes (2 x 2 and 4 x 2 with a CPU per rank of a host, 2 x 4 with 4 ranks on a
+  // host's 2 CPUs), where rd measured 1.5-6x faster than direct at 8 B.
+  struct Shape {
+    int hosts, per_host;
+    double ranks_per_cpu;
+  };
+  for (const Shape& shape : {Shape{2, 2, 1.0}, Shape{2, 4, 2.0}, Shape{4, 2, 1.0}}) {
+    const int n = shape.hosts * shape.per_host;
+    CAPTURE(shape.hosts, shape.per_host);
+    const LinkModel link = AcrossHosts(shape.hosts, shape.per_host, shape.ranks_per_cpu);
+    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, rd_direct, link)) == "rd");
+    CHECK(std::string(Pick(Collective::kAllReduce, 8, n, none, link)) != "direct");
+    // rd's steps to a partner on the same host cost shared memory's latency, not the network's:
+    // the same link on one host prices all lg n steps at the network's.
+    LinkModel one_host = link;
+    one_host.hosts = 1;
+    one_host.ranks_per_host = 0;
+    int inside_steps = 0;
+    for (int mask = 1; mask < n; mask <<= 1) inside_steps += mask < shape.per_host;
+    // The bytes: each step across carries every rank of the host through its link.
+    double extra_bytes = 0;
+    for (int mask = shape.per_host; mask < n; mask <<= 1) extra_bytes += 8.0 * (shape.per_host - 1);
+    CHECK(rd->cost(link, n, 8) - rd->cost(one_host, n, 8) ==
+          Approx(-inside_steps * (link.latency_us - link.intra_host_latency_us) +
+                 extra_bytes / 1e3 / link.bandwidth_gbps));
+    // direct's messages to its own host's ranks cost shared memory's fan-out price, the others
+    // the network's, and the host's link carries m(n-m) buffers.
+    const int m = shape.per_host;
+    const double b = 8;
+    const double expected =
+        link.latency_us +
+        link.ranks_per_cpu * ((m - 1) * (1 + b / 1e3 / 1.5) + (n - m) * link.fan_out_us +
+                              (n - 1) * b / 1e3 / link.reduce_gbps) +
+        m * (n - m) * b / 1e3 / link.bandwidth_gbps;
+    CHECK(direct->cost(link, n, 8) == Approx(expected));
+  }
+  // The parameters of docs/SCALING.md's loaded run (one step across 740 us, the built-in loopback
+  // fan-out 12 us): pricing rd's steps inside a host at the network's latency picked direct at
+  // 2 x 2 and 2 x 4; with shared memory's latency for them, rd.
+  for (const Shape& shape : {Shape{2, 2, 1.0}, Shape{2, 4, 2.0}}) {
+    CAPTURE(shape.hosts, shape.per_host);
+    LinkModel loaded = AcrossHosts(shape.hosts, shape.per_host, shape.ranks_per_cpu);
+    loaded.latency_us = 740;
+    loaded.fan_out_us = 12;
+    CHECK(std::string(Pick(Collective::kAllReduce, 8, shape.hosts * shape.per_host, rd_direct,
+                           loaded)) == "rd");
+  }
+  // On one host nothing changed: steps dear and messages cheap still pick direct's one step.
+  LinkModel one = AcrossHosts(1, 0, 2.0);
+  one.latency_us = 1000;
+  one.fan_out_us = 0;
+  CHECK(std::string(Pick(Collective::kAllReduce, 8, 8, rd_direct, one)) == "direct");
+}
+
 TEST_CASE("picks move monotonically with size, latency and bandwidth", "[selector][model]") {
   // Between a few-steps algorithm (rd) and a few-bytes one (ring): larger messages, cheaper steps
   // and dearer bytes only ever move the pick towards the ring, never back.
