@@ -1365,7 +1365,7 @@ Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, v
   std::lock_guard<std::mutex> lock(device_mutex_);
   if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
   BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
-  return queue->Enqueue(device_path::StageCollective(args, rank_, size_,
+  return queue->Enqueue(device_path::StageCollective(args, rank_, size_, config_.device_chunk_bytes,
                                                      [this](const algorithms::CollectiveArgs& host) {
                                                        return RunCollective(host);
                                                      }),

@@ -168,6 +168,10 @@ typedef struct braidConfig {
                             straight out of the sender's buffer (process_vm_readv), instead of
                             twice through the shared ring; 0 = never. Undefined: the environment,
                             else the calibration file's measured choice (docs/ALGORITHMS.md). */
+  int deviceChunkBytes;  /* BRAID_DEVICE_CHUNK_BYTES: device buffers are staged through pinned host
+                            memory in steps of at most this many bytes, pipelined so copies
+                            overlap the wire; 0 = the whole message in one step. Must be the same
+                            on every rank (docs/CUDA.md). */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
@@ -175,7 +179,7 @@ typedef struct braidConfig {
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR,           \
-        BRAID_CONFIG_UNDEF_INT                                                            \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT                                    \
   }
 
 /* *version = BRAID_VERSION_CODE of the library (compare with the header's to catch a mismatch). */

@@ -64,6 +64,14 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
     }
     config.shm_single_copy_bytes = c->shmSingleCopyBytes;
   }
+  if (c->size >= offsetof(braidConfig_t, deviceChunkBytes) + sizeof(c->deviceChunkBytes) &&
+      c->deviceChunkBytes != BRAID_CONFIG_UNDEF_INT) {
+    if (c->deviceChunkBytes < 0) {
+      return Status::InvalidArgument("config->deviceChunkBytes must be 0 (whole messages) or a byte "
+                                     "count, got " + std::to_string(c->deviceChunkBytes));
+    }
+    config.device_chunk_bytes = static_cast<size_t>(c->deviceChunkBytes);
+  }
   return config;
 }
 

@@ -28,6 +28,9 @@ Result<Config> ParseEnvironment() {
   BRAID_ASSIGN_OR_RETURN(chunk, IntFromEnvironment("BRAID_CHUNK_BYTES", config.chunk_bytes));
   if (chunk < 64) return Status::InvalidArgument("BRAID_CHUNK_BYTES must be at least 64");
   config.chunk_bytes = static_cast<size_t>(chunk);
+  int64_t device_chunk = 0;
+  BRAID_ASSIGN_OR_RETURN(device_chunk, IntFromEnvironment("BRAID_DEVICE_CHUNK_BYTES", config.device_chunk_bytes));
+  config.device_chunk_bytes = static_cast<size_t>(device_chunk);
   if (const char* v = std::getenv("BRAID_SOCKET_IFNAME")) config.socket_ifname = v;
   if (const char* v = std::getenv("BRAID_SOCKET_FAMILY")) config.socket_family = v;
   if (!config.socket_family.empty() && config.socket_family != "AF_INET" &&

@@ -17,6 +17,11 @@ struct Config {
   int64_t timeout_ms = 30 * 60 * 1000;
   // BRAID_CHUNK_BYTES: pipelining unit of the ring algorithms.
   size_t chunk_bytes = 512 * 1024;
+  // BRAID_DEVICE_CHUNK_BYTES: the device path's pipelining unit: a device-buffer collective is
+  // staged through pinned host memory in steps of at most this many bytes, so the copies of one
+  // step overlap the host collective of another (core/device_path/staged_op.h); 0 stages the
+  // whole message at once. Must be the same on every rank.
+  size_t device_chunk_bytes = 1024 * 1024;
   // BRAID_SOCKET_IFNAME: NCCL's syntax ("eth", "^docker", "=eth0", comma-separated).
   std::string socket_ifname;
   // BRAID_SOCKET_FAMILY: "AF_INET", "AF_INET6", or empty for either.

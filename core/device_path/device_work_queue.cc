@@ -1,5 +1,6 @@
 #include "core/device_path/device_work_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -89,35 +90,58 @@ Result<std::unique_ptr<DeviceWorkQueue::Slot>> DeviceWorkQueue::TakeSlot(size_t 
   return slot;
 }
 
-Status DeviceWorkQueue::EnqueueOnStreams(const StagedOp& op, Slot& slot, uint32_t number, void* native) {
+Status DeviceWorkQueue::EnqueueOnStreams(const StagedOp& op, const std::vector<std::unique_ptr<Slot>>& slots,
+                                         uint32_t first, void* native) {
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<device::Stream> caller, device_->WrapStream(native));
-  char* staging = slot.memory ? static_cast<char*>(slot.memory->data()) : nullptr;
+  const size_t steps = op.steps.size();
+  const size_t ring = slots.size();
+  auto slot_of = [&](size_t j) -> char* {
+    const auto& memory = slots[j % ring]->memory;
+    return memory ? static_cast<char*>(memory->data()) : nullptr;
+  };
+  // Step j's inputs into its slot, then ready = its number.
+  auto stage_out = [&](size_t j) -> Status {
+    char* slot = slot_of(j);
+    for (const StagedCopy& c : op.steps[j].copy_out) BRAID_RETURN_IF_ERROR(stream_->Copy(slot + c.offset, c.device, c.bytes));
+    return stream_->WriteValue32(ready_, first + static_cast<uint32_t>(j));
+  };
   BRAID_RETURN_IF_ERROR(caller->Record(*joined_));
   BRAID_RETURN_IF_ERROR(stream_->Wait(*joined_));
-  for (const StagedCopy& c : op.copy_out) BRAID_RETURN_IF_ERROR(stream_->Copy(staging + c.offset, c.device, c.bytes));
-  BRAID_RETURN_IF_ERROR(stream_->WriteValue32(ready_, number));
-  BRAID_RETURN_IF_ERROR(stream_->WaitValue32(done_, number));
-  for (const StagedCopy& c : op.copy_in) BRAID_RETURN_IF_ERROR(stream_->Copy(c.device, staging + c.offset, c.bytes));
-  BRAID_RETURN_IF_ERROR(stream_->Record(*slot.free));
+  for (size_t j = 0; j < ring && j < steps; ++j) BRAID_RETURN_IF_ERROR(stage_out(j));
+  for (size_t j = 0; j < steps; ++j) {
+    BRAID_RETURN_IF_ERROR(stream_->WaitValue32(done_, first + static_cast<uint32_t>(j)));
+    char* slot = slot_of(j);
+    for (const StagedCopy& c : op.steps[j].copy_in) BRAID_RETURN_IF_ERROR(stream_->Copy(c.device, slot + c.offset, c.bytes));
+    // The slot step j just gave back, refilled behind its copy back on the same stream.
+    if (j + ring < steps) BRAID_RETURN_IF_ERROR(stage_out(j + ring));
+  }
+  for (const auto& slot : slots) BRAID_RETURN_IF_ERROR(stream_->Record(*slot->free));
   BRAID_RETURN_IF_ERROR(stream_->Record(*finished_));
   return caller->Wait(*finished_);
 }
 
 Status DeviceWorkQueue::Enqueue(StagedOp op, void* native) {
+  if (op.steps.empty()) return Status::Internal("rank " + std::to_string(options_.rank) + ": " + op.what + " has no steps");
   std::unique_lock<std::mutex> lock(mu_);
   if (released_.load()) {
     return Status::Aborted("rank " + std::to_string(options_.rank) +
                            ": the communicator's device work was released by an abort");
   }
-  auto slot = TakeSlot(op.staging_bytes);
-  if (!slot.ok()) {
-    return slot.status().WithContext("rank " + std::to_string(options_.rank) + ": staging " +
-                                     std::to_string(op.staging_bytes) + " bytes for " + op.what);
-  }
   Item item;
-  item.number = ++enqueued_;
-  item.slot = std::move(slot).value();
-  Status enqueued = EnqueueOnStreams(op, *item.slot, item.number, native);
+  const size_t ring = std::min(op.steps.size(), kPipelineSlots);
+  for (size_t i = 0; i < ring; ++i) {
+    auto slot = TakeSlot(op.staging_bytes);
+    if (!slot.ok()) {
+      // Slots taken so far go back unused (nothing was enqueued on them).
+      for (auto& taken : item.slots) free_slots_.push_back(std::move(taken));
+      return slot.status().WithContext("rank " + std::to_string(options_.rank) + ": staging " +
+                                       std::to_string(op.staging_bytes) + " bytes for " + op.what);
+    }
+    item.slots.push_back(std::move(slot).value());
+  }
+  item.first = enqueued_ + 1;
+  enqueued_ += static_cast<uint32_t>(op.steps.size());
+  Status enqueued = EnqueueOnStreams(op, item.slots, item.first, native);
   item.op = std::move(op);
   // Queued even when the enqueue failed half way: the stream may already wait for done = k, and
   // only the progress thread, in order, stores it.
@@ -170,6 +194,36 @@ Status DeviceWorkQueue::AwaitReady(uint32_t number, const std::string& what) {
   return Status::Ok();
 }
 
+void DeviceWorkQueue::RunSteps(Item& item) {
+  const size_t steps = item.op.steps.size();
+  const uint32_t last = item.first + static_cast<uint32_t>(steps - 1);
+  if (item.enqueue_failed) {
+    AdvanceDone(last);
+    return;
+  }
+  for (size_t j = 0; j < steps; ++j) {
+    const uint32_t number = item.first + static_cast<uint32_t>(j);
+    const std::string what =
+        steps == 1 ? item.op.what
+                   : item.op.what + " (step " + std::to_string(j + 1) + " of " + std::to_string(steps) + ")";
+    Status status = AwaitReady(number, what);
+    if (status.ok()) {
+      const auto& memory = item.slots[j % item.slots.size()]->memory;
+      status = item.op.steps[j].run_on_host(memory ? static_cast<char*>(memory->data()) : nullptr);
+    }
+    if (!status.ok()) {
+      // The host part has broken the communicator already where it failed in flight; anything
+      // else (a wait that timed out, an error found before sending) is made its error here, so
+      // braidCommGetAsyncError reports it: nobody else is there to hear it. The later steps
+      // would only fail the same way: the stream is released past all of them at once.
+      options_.fail(status);
+      AdvanceDone(last);
+      return;
+    }
+    AdvanceDone(number);
+  }
+}
+
 void DeviceWorkQueue::Run() {
   for (;;) {
     Item item;
@@ -180,26 +234,17 @@ void DeviceWorkQueue::Run() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    if (!item.enqueue_failed) {
-      Status status = AwaitReady(item.number, item.op.what);
-      if (status.ok()) {
-        char* staging = item.slot->memory ? static_cast<char*>(item.slot->memory->data()) : nullptr;
-        status = item.op.run_on_host(staging);
-      }
-      // The host part has broken the communicator already where it failed in flight; anything
-      // else (a wait that timed out, an error found before sending) is made its error here, so
-      // braidCommGetAsyncError reports it: nobody else is there to hear it.
-      if (!status.ok()) options_.fail(status);
-    }
-    AdvanceDone(item.number);
+    RunSteps(item);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      retiring_.push_back(std::move(item.slot));
+      for (auto& slot : item.slots) retiring_.push_back(std::move(slot));
       outstanding_.fetch_sub(1, std::memory_order_acq_rel);
       idle_.notify_all();
     }
   }
 }
+
+uint32_t DeviceWorkQueue::StagedThrough() const { return LoadFlag(ready_); }
 
 Status DeviceWorkQueue::WaitIdle(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);

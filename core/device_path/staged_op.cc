@@ -1,5 +1,6 @@
 #include "core/device_path/staged_op.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace braid::device_path {
@@ -7,96 +8,143 @@ namespace braid::device_path {
 using algorithms::Collective;
 using algorithms::CollectiveArgs;
 
-StagedOp StageCollective(const CollectiveArgs& args, int rank, int size, HostCollective run) {
-  const size_t block = args.count * DataTypeSize(args.type);
+namespace {
+
+// Appends a copy, merged with the previous one where both sides continue it.
+void AddCopy(std::vector<StagedCopy>& copies, void* device, size_t offset, size_t bytes) {
+  if (bytes == 0) return;
+  if (!copies.empty()) {
+    StagedCopy& last = copies.back();
+    if (static_cast<char*>(last.device) + last.bytes == device && last.offset + last.bytes == offset) {
+      last.bytes += bytes;
+      return;
+    }
+  }
+  copies.push_back({device, offset, bytes});
+}
+
+// The step over elements [a, a + m) of every block: its copies and where the host collective's
+// buffers sit in its slot.
+StagedStep StageStep(const CollectiveArgs& args, int rank, int size, size_t a, size_t m, HostCollective run) {
+  const size_t e = DataTypeSize(args.type);
   const size_t n = static_cast<size_t>(size);
-  const size_t mine = static_cast<size_t>(rank) * block;  // this rank's block in an n-block buffer
+  const size_t slice = m * e;                                   // one block's share in the slot
+  const size_t mine = static_cast<size_t>(rank) * slice;        // this rank's share in the slot
+  const size_t block = args.count * e;                          // one block in the device buffer
   const bool root = rank == args.root;
-  void* send = const_cast<void*>(args.sendbuf);
-  StagedOp op;
-  op.what = std::string(algorithms::CollectiveName(args.kind)) + " of " + std::to_string(args.count) + " " +
-            DataTypeName(args.type);
-  // Where the host collective's buffers sit in staging; -1: NULL (a buffer this rank does not use).
+  char* send = static_cast<char*>(const_cast<void*>(args.sendbuf));
+  char* recv = static_cast<char*>(args.recvbuf);
+  const size_t at = a * e;  // the step's start within a block
+  // Block p's share, device side.
+  auto in_block = [&](char* base, size_t p) { return base + p * block + at; };
+  StagedStep step;
+  // Where the host collective's buffers sit in the slot; -1: NULL (a buffer this rank does not use).
   long send_at = 0, recv_at = 0;
   switch (args.kind) {
     case Collective::kAllReduce:
-      op.staging_bytes = block;
-      op.copy_out = {{send, 0, block}};
-      op.copy_in = {{args.recvbuf, 0, block}};
+      AddCopy(step.copy_out, send + at, 0, slice);
+      AddCopy(step.copy_in, recv + at, 0, slice);
       break;
     case Collective::kBroadcast:
-      op.staging_bytes = block;
-      if (root) op.copy_out = {{send, 0, block}};
-      op.copy_in = {{args.recvbuf, 0, block}};
+      if (root) AddCopy(step.copy_out, send + at, 0, slice);
+      AddCopy(step.copy_in, recv + at, 0, slice);
       send_at = root ? 0 : -1;
       break;
     case Collective::kReduce:
-      op.staging_bytes = block;
-      op.copy_out = {{send, 0, block}};
-      if (root) op.copy_in = {{args.recvbuf, 0, block}};
+      AddCopy(step.copy_out, send + at, 0, slice);
+      if (root) AddCopy(step.copy_in, recv + at, 0, slice);
       recv_at = root ? 0 : -1;
       break;
     case Collective::kAllGather:
-      op.staging_bytes = n * block;
-      op.copy_out = {{send, mine, block}};
-      op.copy_in = {{args.recvbuf, 0, n * block}};
+      AddCopy(step.copy_out, send + at, mine, slice);
+      for (size_t p = 0; p < n; ++p) AddCopy(step.copy_in, in_block(recv, p), p * slice, slice);
       send_at = static_cast<long>(mine);
       break;
     case Collective::kReduceScatter:
-      op.staging_bytes = n * block;
-      op.copy_out = {{send, 0, n * block}};
-      op.copy_in = {{args.recvbuf, mine, block}};
+      for (size_t p = 0; p < n; ++p) AddCopy(step.copy_out, in_block(send, p), p * slice, slice);
+      AddCopy(step.copy_in, recv + at, mine, slice);
       recv_at = static_cast<long>(mine);
       break;
     case Collective::kAllToAll:
-      op.staging_bytes = n * block;
-      op.copy_out = {{send, 0, n * block}};
-      op.copy_in = {{args.recvbuf, 0, n * block}};
+      for (size_t p = 0; p < n; ++p) AddCopy(step.copy_out, in_block(send, p), p * slice, slice);
+      for (size_t p = 0; p < n; ++p) AddCopy(step.copy_in, in_block(recv, p), p * slice, slice);
       break;
     case Collective::kGather:
-      op.staging_bytes = n * block;
-      op.copy_out = {{send, mine, block}};
-      if (root) op.copy_in = {{args.recvbuf, 0, n * block}};
+      AddCopy(step.copy_out, send + at, mine, slice);
+      if (root) {
+        for (size_t p = 0; p < n; ++p) AddCopy(step.copy_in, in_block(recv, p), p * slice, slice);
+      }
       send_at = static_cast<long>(mine);
       recv_at = root ? 0 : -1;
       break;
     case Collective::kScatter:
-      op.staging_bytes = n * block;
-      if (root) op.copy_out = {{send, 0, n * block}};
-      op.copy_in = {{args.recvbuf, mine, block}};
+      if (root) {
+        for (size_t p = 0; p < n; ++p) AddCopy(step.copy_out, in_block(send, p), p * slice, slice);
+      }
+      AddCopy(step.copy_in, recv + at, mine, slice);
       send_at = root ? 0 : -1;
       recv_at = static_cast<long>(mine);
       break;
     case Collective::kBarrier:
-      op.what = "barrier";
       break;
   }
-  op.run_on_host = [args, send_at, recv_at, run = std::move(run)](char* staging) {
-    CollectiveArgs host = args;
-    host.sendbuf = send_at < 0 || staging == nullptr ? nullptr : staging + send_at;
-    host.recvbuf = recv_at < 0 || staging == nullptr ? nullptr : staging + recv_at;
-    return run(host);
+  CollectiveArgs host = args;
+  host.count = m;
+  step.run_on_host = [host, send_at, recv_at, run = std::move(run)](char* staging) {
+    CollectiveArgs on_slot = host;
+    on_slot.sendbuf = send_at < 0 || staging == nullptr ? nullptr : staging + send_at;
+    on_slot.recvbuf = recv_at < 0 || staging == nullptr ? nullptr : staging + recv_at;
+    return run(on_slot);
   };
+  return step;
+}
+
+}  // namespace
+
+StagedOp StageCollective(const CollectiveArgs& args, int rank, int size, size_t chunk_bytes, HostCollective run) {
+  StagedOp op;
+  op.what = std::string(algorithms::CollectiveName(args.kind)) + " of " + std::to_string(args.count) + " " +
+            DataTypeName(args.type);
+  if (args.kind == Collective::kBarrier) {
+    op.what = "barrier";
+    op.steps.push_back(StageStep(args, rank, size, 0, 0, std::move(run)));
+    return op;
+  }
+  const size_t e = DataTypeSize(args.type);
+  // One block (allreduce, broadcast, reduce) or n per-rank blocks (the others): what nccl-tests
+  // counts as the message, over one block's bytes.
+  const size_t blocks = args.count == 0 ? 1 : args.MessageBytes(size) / (args.count * e);
+  // Elements of each block per step: as many as fit chunk_bytes of staging, at least one.
+  size_t per_step = args.count;
+  if (chunk_bytes > 0) per_step = std::max<size_t>(1, chunk_bytes / (blocks * e));
+  if (per_step == 0 || per_step >= args.count) per_step = std::max<size_t>(args.count, 1);
+  op.staging_bytes = blocks * std::min(per_step, args.count) * e;
+  size_t a = 0;
+  do {  // count 0: one empty step, as before the cut
+    op.steps.push_back(StageStep(args, rank, size, a, std::min(per_step, args.count - a), run));
+    a += per_step;
+  } while (a < args.count);
   return op;
 }
 
 StagedOp StageTransfers(const std::vector<Transfer>& transfers, HostTransfers run) {
   StagedOp op;
+  StagedStep step;
   std::vector<size_t> offsets;
   size_t sends = 0, receives = 0;
   for (const Transfer& t : transfers) {
     offsets.push_back(op.staging_bytes);
     if (t.is_send) {
       ++sends;
-      op.copy_out.push_back({const_cast<void*>(t.sendbuf), op.staging_bytes, t.bytes});
+      step.copy_out.push_back({const_cast<void*>(t.sendbuf), op.staging_bytes, t.bytes});
     } else {
       ++receives;
-      op.copy_in.push_back({t.recvbuf, op.staging_bytes, t.bytes});
+      step.copy_in.push_back({t.recvbuf, op.staging_bytes, t.bytes});
     }
     op.staging_bytes += (t.bytes + 63) / 64 * 64;  // each slot on its own cache lines
   }
   op.what = std::to_string(sends) + " send(s) and " + std::to_string(receives) + " receive(s)";
-  op.run_on_host = [transfers, offsets, run = std::move(run)](char* staging) {
+  step.run_on_host = [transfers, offsets, run = std::move(run)](char* staging) {
     std::vector<Transfer> host = transfers;
     for (size_t i = 0; i < host.size(); ++i) {
       char* slot = staging == nullptr ? nullptr : staging + offsets[i];
@@ -108,6 +156,7 @@ StagedOp StageTransfers(const std::vector<Transfer>& transfers, HostTransfers ru
     }
     return run(host);
   };
+  op.steps.push_back(std::move(step));
   return op;
 }
 

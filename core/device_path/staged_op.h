@@ -1,25 +1,44 @@
 // How one device-buffer operation maps onto pinned host staging memory: which device bytes are
-// copied out before the host part runs, which are copied back after, and the host part itself.
+// copied out before the host part runs, which are copied back after, and the host part itself,
+// cut into steps that the device work queue pipelines.
 //
 // Why staging: the host transports (tcp, shm) and the host algorithms read and write host
-// memory. A device-buffer collective is therefore run as: copy its inputs from the device into
-// one staging buffer (on the communicator's stream), run the ordinary host collective in place on
-// that buffer (on the progress thread), copy its outputs back (on the stream). This is the first
-// correct step the issue allows: the whole message is staged at once, not pipelined in chunks,
-// and reductions run on the host (kernels/cpu inside the host algorithms), not as device kernels.
+// memory. A device-buffer collective is therefore run as: copy its inputs from the device into a
+// staging buffer (on the communicator's stream), run the ordinary host collective in place on
+// that buffer (on the progress thread), copy its outputs back (on the stream).
 //
-// Layouts (n ranks, B = count * element size; S = the staging buffer), chosen so that every host
-// collective runs in place on S with NCCL's in-place offsets:
-//   allreduce      out send->S[0,B)          host allreduce(S, S)           in S[0,B)->recv
-//   broadcast      root: send->S[0,B)        host broadcast(root ? S : -, S) in S[0,B)->recv
-//   reduce         send->S[0,B)              host reduce(S, root ? S : -)    root: S[0,B)->recv
-//   allgather      send->S[rB,(r+1)B)        host allgather(S+rB, S)        in S[0,nB)->recv
-//   reducescatter  send->S[0,nB)             host reducescatter(S, S+rB)    in S[rB,(r+1)B)->recv
-//   alltoall       send->S[0,nB)             host alltoall(S, S)            in S[0,nB)->recv
-//   gather         send->S[rB,(r+1)B)        host gather(S+rB, root ? S : -) root: S[0,nB)->recv
-//   scatter        root: send->S[0,nB)       host scatter(root ? S : -, S+rB) in S[rB,(r+1)B)->recv
-//   barrier        nothing                   host barrier
-//   send/recv      each send -> its slot     host batch over the slots      each recv slot->recv
+// Why steps: a large message is cut into steps of at most `chunk_bytes` of staging each
+// (Config::device_chunk_bytes, BRAID_DEVICE_CHUNK_BYTES), and each step is the same host
+// collective over its share, so the queue can copy the next step out and the previous one back
+// while the host collective of this one is on the wire (device_work_queue.h). Every collective
+// is cut by the layout it has: element range [a, b) of the message for allreduce, broadcast and
+// reduce; the same range [a, b) of each of the n per-rank blocks for allgather, reducescatter,
+// alltoall, gather and scatter (a step of those is the same collective with count b - a). An
+// element never leaves its place, and every rank cuts the same way (the chunk size must be the
+// same on every rank, as BRAID_ALGO must), so each step is one collective all ranks run.
+// What a step changes: for reductions, each step's host collective picks its algorithm and
+// reduces every element of its share as that algorithm does for a message of the step's size.
+// Data movement is bitwise the same whatever the cut. A reduction is too where the operation is
+// exact (integers) or the algorithm folds the ranks in one order for every element whatever its
+// place (the direct allreduce and rd do by construction; device_path_test checks rhd too); the
+// ring allreduce starts each segment's fold at another rank, so for floating point at 3 or more
+// ranks the cut can change the last bits, as the message size (and so the algorithm) already
+// does on the host path (docs/CUDA.md). chunk_bytes 0 stages the whole message as one step.
+// Send/recv batches stay one step: each transfer has its own size and peer, and the ordinary
+// host batch runs over the whole staging.
+//
+// Layouts of one step (n ranks, m = b - a elements of E bytes, M = m * E; S = the step's slot):
+//   allreduce      out send[a,b)->S[0,M)         host allreduce(S, S)            in S[0,M)->recv[a,b)
+//   broadcast      root: send[a,b)->S[0,M)       host broadcast(root ? S : -, S) in S[0,M)->recv[a,b)
+//   reduce         send[a,b)->S[0,M)             host reduce(S, root ? S : -)    root: S->recv[a,b)
+//   allgather      send[a,b)->S[rM,(r+1)M)       host allgather(S+rM, S)         in S[pM..]->recv block p [a,b), every p
+//   reducescatter  send block p [a,b)->S[pM..]   host reducescatter(S, S+rM)     in S[rM,(r+1)M)->recv[a,b)
+//   alltoall       send block p [a,b)->S[pM..]   host alltoall(S, S)             in S[pM..]->recv block p [a,b)
+//   gather         send[a,b)->S[rM,(r+1)M)       host gather(S+rM, root ? S : -) root: S[pM..]->recv block p
+//   scatter        root: send block p->S[pM..]   host scatter(root ? S : -, S+rM) in S[rM,(r+1)M)->recv[a,b)
+//   barrier        nothing                       host barrier
+//   send/recv      each send -> its slot         host batch over the slots       each recv slot->recv
+// Copies that are contiguous on both sides are merged (a single step's n slices are one copy).
 #pragma once
 
 #include <cstddef>
@@ -39,18 +58,25 @@ struct StagedCopy {
   size_t bytes = 0;
 };
 
-struct StagedOp {
-  std::string what;  // "allreduce of 1024 float32", for errors and logs
-  size_t staging_bytes = 0;
-  std::vector<StagedCopy> copy_out;  // device -> staging, on the stream, before the host part
-  std::vector<StagedCopy> copy_in;   // staging -> device, on the stream, after it
-  // The host part, on the progress thread, with the staging buffer (null when staging_bytes is 0).
+// One step: its share of the message, staged into one slot of staging_bytes.
+struct StagedStep {
+  std::vector<StagedCopy> copy_out;  // device -> slot, on the stream, before the host part
+  std::vector<StagedCopy> copy_in;   // slot -> device, on the stream, after it
+  // The host part, on the progress thread, with the step's slot (null when staging_bytes is 0).
   std::function<Status(char* staging)> run_on_host;
 };
 
-// `args` as braid.h checked them (device buffers); `run` runs a host collective.
+struct StagedOp {
+  std::string what;  // "allreduce of 1024 float32", for errors and logs
+  size_t staging_bytes = 0;  // of the largest step: every slot of the operation has this many
+  std::vector<StagedStep> steps;  // in order; at least one
+};
+
+// `args` as braid.h checked them (device buffers); `run` runs a host collective. Steps of at most
+// `chunk_bytes` of staging (at least one element per block each); 0: one step.
 using HostCollective = std::function<Status(const algorithms::CollectiveArgs&)>;
-StagedOp StageCollective(const algorithms::CollectiveArgs& args, int rank, int size, HostCollective run);
+StagedOp StageCollective(const algorithms::CollectiveArgs& args, int rank, int size, size_t chunk_bytes,
+                         HostCollective run);
 
 // One send or receive of a point-to-point batch (Communicator::PeerTransfer's fields).
 struct Transfer {

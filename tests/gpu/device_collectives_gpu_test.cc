@@ -1,8 +1,10 @@
 // Every collective and send/recv on CUDA device buffers through braid.h, on the one GPU, at 1, 2,
 // 4 and 8 ranks, as processes and as threads: the checks CI runs on the simulated device
 // (tests/core/device_path/device_checks.h), here on the real CUDA device (//bindings/c:braid_cuda
-// registers it). Exit 0 passed, 1 failed, 77 no device. --quick (under compute-sanitizer): 1 and
-// 2 ranks, a smaller count.
+// registers it). Each job also runs pipelined (BRAID_DEVICE_CHUNK_BYTES small: 64 KiB steps, an
+// odd count, so every message is several steps with boundaries inside it) at 2 and 4 ranks. Exit
+// 0 passed, 1 failed, 77 no device. --quick (under compute-sanitizer): 1 and 2 ranks, a smaller
+// count, pipelined in 1000-byte steps at 2 ranks.
 //
 // Why processes first and the device probed in a child: a CUDA context does not survive fork, so
 // this process touches CUDA only after its last fork (the thread jobs come last).
@@ -11,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -42,13 +45,15 @@ bool DeviceInChild() {
 }
 
 // One job: `size` ranks of one communicator, each running every device check on its own stream,
-// then (processes only: threads would share it) the NULL stream.
-std::vector<std::string> RunJob(int size, bool processes, size_t count) {
+// then (processes only: threads would share it) the NULL stream. `chunk_bytes`: the
+// communicator's deviceChunkBytes (BRAID_CONFIG_UNDEF_INT: the default).
+std::vector<std::string> RunJob(int size, bool processes, size_t count, int chunk_bytes) {
   braidUniqueId id;
   if (braidGetUniqueId(&id) != braidSuccess) return {std::string("braidGetUniqueId: ") + braidGetLastError(nullptr)};
   auto body = [&](int rank, int n) -> std::string {
     braidConfig_t config = BRAID_CONFIG_INITIALIZER;
     config.timeoutMs = 120000;
+    config.deviceChunkBytes = chunk_bytes;
     braidComm_t comm = nullptr;
     if (braidCommInitRankConfig(&comm, n, id, rank, &config) != braidSuccess) {
       return std::string("init: ") + braidGetLastError(nullptr);
@@ -88,13 +93,24 @@ int main(int argc, char** argv) {
   braid::gpu_test::Checks checks(kName);
   const std::vector<int> sizes = quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 8};
   const size_t count = quick ? 257 : 1 << 18;
+  const std::vector<int> pipelined_sizes = quick ? std::vector<int>{2} : std::vector<int>{2, 4};
+  const int pipelined_chunk = quick ? 1000 : 64 * 1024;
+  const size_t pipelined_count = quick ? 997 : (1 << 18) + 13;
   for (bool processes : {true, false}) {  // processes first: see the header
     for (int size : sizes) {
-      const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads");
-      const std::string failures = braid::testing::Failures(RunJob(size, processes, count));
-      checks.Expect(failures.empty(), job + ": " + failures);
-      std::printf("%s: %s: %s\n", kName, job.c_str(), failures.empty() ? "ok" : "FAILED");
-      std::fflush(stdout);
+      for (bool pipelined : {false, true}) {
+        if (pipelined && std::find(pipelined_sizes.begin(), pipelined_sizes.end(), size) == pipelined_sizes.end()) {
+          continue;
+        }
+        const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads") +
+                                (pipelined ? ", pipelined in " + std::to_string(pipelined_chunk) + "-byte steps" : "");
+        const std::string failures = braid::testing::Failures(
+            pipelined ? RunJob(size, processes, pipelined_count, pipelined_chunk)
+                      : RunJob(size, processes, count, BRAID_CONFIG_UNDEF_INT));
+        checks.Expect(failures.empty(), job + ": " + failures);
+        std::printf("%s: %s: %s\n", kName, job.c_str(), failures.empty() ? "ok" : "FAILED");
+        std::fflush(stdout);
+      }
     }
   }
   return checks.Finish();

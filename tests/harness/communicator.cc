@@ -23,6 +23,7 @@ std::string Describe(const CommJob& job) {
   if (c.shmSingleCopyBytes != BRAID_CONFIG_UNDEF_INT) {
     s += ", shm single copy from " + std::to_string(c.shmSingleCopyBytes) + " bytes";
   }
+  if (c.deviceChunkBytes != BRAID_CONFIG_UNDEF_INT) s += ", device chunk " + std::to_string(c.deviceChunkBytes);
   return s;
 }
 

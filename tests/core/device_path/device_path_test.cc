@@ -1,7 +1,8 @@
 // The device path (core/device_path) end to end through braid.h, on the CPU SIMULATION of the
 // device seam (core/device/simulated_device.h): device buffers and streams in every collective
 // and in send/recv, at 2-4 ranks as threads and as processes, over shm and tcp, against the
-// serial references; the refusals (host and device buffers mixed, a captured stream); abort
+// serial references, staged whole and in several pipelined steps (with the host path's bits
+// where the algorithm's order allows it); the refusals (host and device buffers mixed, a captured stream); abort
 // releasing a stream blocked on a peer that never comes; a lost peer reaching
 // braidCommGetAsyncError naming the rank. A pass here says the machinery above the seam is right
 // (ordering, staging, flags, progress thread, errors), not that CUDA behaves so: the same checks
@@ -9,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -28,22 +30,29 @@ namespace {
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-TEST_CASE("every collective and send/recv on simulated device buffers", "[device_path]") {
+// Staged whole (the default chunk, 1 MiB, holds every message here) and in several pipelined
+// steps: deviceChunkBytes 1500 cuts 2999 float32 into 8 steps (7 of 375 and one of 374) and each
+// per-rank block of the other collectives into 17-33 steps, so step boundaries fall inside every
+// message and the last step is short; every element is checked against the serial references, so
+// a step staged into the wrong slot or at the wrong offset fails.
+TEST_CASE("every collective and send/recv on simulated device buffers", "[device_path][pipeline]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
   REQUIRE(sim->IsSimulation());
   const int size = GENERATE(2, 3, 4);
   const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
   const char* transports = GENERATE("shm", "tcp");
+  const bool pipelined = GENERATE(false, true);
   CommJob job;
   job.size = size;
   job.ranks = ranks;
   job.config.transports = transports;
+  if (pipelined) job.config.deviceChunkBytes = 1500;
   INFO(Describe(job));
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
     auto stream = sim->NewStream();
     if (!stream.ok()) return "NewStream: " + stream.status().ToString();
     // An odd count, so blocks are not multiples of anything.
-    std::string wrong = RunAllDeviceChecks(comm, rank, n, 1031, *sim, stream.value().get());
+    std::string wrong = RunAllDeviceChecks(comm, rank, n, pipelined ? 2999 : 1031, *sim, stream.value().get());
     if (!wrong.empty()) return wrong;
     // NULL stream: the legacy default stream, as in NCCL. Only where ranks are processes: ranks
     // that are threads of one process would share that one stream, and a stream that must wait
@@ -63,6 +72,78 @@ TEST_CASE("every collective and send/recv on simulated device buffers", "[device
     return "";
   });
   BRAID_CHECK_RANKS(results);
+}
+
+// Float32 sums of values that are not exact, so any change of operand order shows in the bits.
+// Where the allreduce algorithm folds the ranks in one order whatever an element's place (rd,
+// rhd), the pipelined result must be bitwise the whole message's host result; with the ring,
+// whose fold starts at another rank in each segment, it must be bitwise the host allreduce run
+// step by step over the same shares (each step is that host collective).
+TEST_CASE("pipelined device allreduce gives the host path's bits", "[device_path][pipeline]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  const char* algo = GENERATE("allreduce:rd", "allreduce:rhd", "allreduce:ring");
+  const bool by_steps = std::string(algo) == "allreduce:ring";
+  const int size = GENERATE(3, 4);
+  constexpr size_t kCount = 5003;
+  constexpr size_t kPerStep = 250;  // 1000 bytes of float32: 21 steps, the last of 3
+  CommJob job;
+  job.size = size;
+  job.config.transports = "shm";
+  job.config.algo = algo;
+  job.config.deviceChunkBytes = static_cast<int>(kPerStep * sizeof(float));
+  INFO(Describe(job));
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    std::vector<float> input(kCount);
+    uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank + 1);
+    for (float& v : input) {  // xorshift: values of every magnitude in [-1, 1) * 2^k
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      v = static_cast<float>(static_cast<int64_t>(x >> 11) % 2000001 - 1000000) * 1e-6f *
+          static_cast<float>(1 << (x % 13));
+    }
+    // The host path's result: the whole message, or step by step.
+    std::vector<float> host(kCount);
+    for (size_t a = 0; a < kCount; a += by_steps ? kPerStep : kCount) {
+      const size_t m = std::min(by_steps ? kPerStep : kCount, kCount - a);
+      BRAID_TRY(braidAllReduce(input.data() + a, host.data() + a, m, braidFloat32, braidSum, comm, nullptr),
+                "host allreduce");
+    }
+    auto dev = sim->Allocate(kCount * sizeof(float));
+    auto stream = sim->NewStream();
+    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
+    std::vector<float> got(kCount);
+    device::Stream& s = *stream.value();
+    if (!s.Copy(dev.value()->data(), input.data(), kCount * sizeof(float)).ok()) return "copy in failed";
+    BRAID_TRY(braidAllReduce(dev.value()->data(), dev.value()->data(), kCount, braidFloat32, braidSum, comm, s.native()),
+              "device allreduce");
+    if (!s.Copy(got.data(), dev.value()->data(), kCount * sizeof(float)).ok()) return "copy out failed";
+    Status synced = s.Synchronize(Deadline::AfterMs(60000));
+    if (!synced.ok()) return "synchronize: " + synced.ToString();
+    size_t differ = 0, first = kCount;
+    for (size_t i = 0; i < kCount; ++i) {
+      if (std::memcmp(&got[i], &host[i], sizeof(float)) != 0) {
+        ++differ;
+        first = std::min(first, i);
+      }
+    }
+    if (differ != 0) {
+      return std::to_string(differ) + " elements differ from the host path's bits, the first at " +
+             std::to_string(first) + ": " + std::to_string(got[first]) + " against " + std::to_string(host[first]);
+    }
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
+TEST_CASE("a negative deviceChunkBytes is refused, naming the field", "[device_path][pipeline]") {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.deviceChunkBytes = -1;
+  braidUniqueId id = NewId();
+  braidComm_t comm = nullptr;
+  CHECK(braidCommInitRankConfig(&comm, 1, id, 0, &config) == braidInvalidArgument);
+  CHECK(comm == nullptr);
+  CHECK(Contains(braidGetLastError(nullptr), "deviceChunkBytes"));
 }
 
 TEST_CASE("host buffers with a NULL stream keep the host path while a device exists", "[device_path]") {
@@ -135,6 +216,7 @@ TEST_CASE("abort releases a stream blocked on a peer that never comes", "[device
   job.size = 2;
   job.config.transports = "tcp";
   job.config.timeoutMs = 60000;  // far beyond the test: only the abort can release the stream
+  job.config.deviceChunkBytes = 1024;  // the allreduce below in 4 pipelined steps
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
     if (rank == 1) {  // never calls the allreduce; stays linked until rank 0 is done
       for (int i = 0; i < 2000 && !rank0_done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -171,6 +253,7 @@ TEST_CASE("a lost peer during device work reaches braidCommGetAsyncError naming 
   job.ranks = Ranks::kProcesses;
   job.config.transports = transports;
   job.config.timeoutMs = 30000;
+  job.config.deviceChunkBytes = 4096;  // the allreduce below in 8 pipelined steps
   INFO(Describe(job));
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
     if (rank == 1) kill(getpid(), SIGKILL);
