@@ -11,6 +11,22 @@
 //   nice -n -19 bazel-bin/bench/calibrate --write PATH   # ... or to PATH
 //   bazel-bin/bench/calibrate --picks    # what the selector picks under this process's
 //                                        # calibration (BRAID_CALIBRATION=PATH: that file's)
+//   # tcp between hosts, one job over two hosts (or more) started by braidrun on each:
+//   braidrun -n 2 --nnodes 2 --node-rank K --master-addr HOST0 --master-port P -- \
+//       bazel-bin/bench/calibrate --across-hosts --write PATH
+//
+// Why a mode across hosts: on one host "tcp" is loopback, about as fast as shared memory, while
+// the tcp entry is what prices every step between hosts in a job that spans them (the slowest
+// transport's model; shared memory's inside each host). --across-hosts measures, between rank 0
+// and the lowest rank on another host (one on other CPUs where the hosts share a machine), the
+// step latency and the 16 MiB exchange rate as below, then times an 8-byte direct allreduce of the
+// whole job and solves tcp.fan_out_us, the network's price per message in flight, from the
+// model's price of it (only where each rank has two peers or more on other hosts: -n 2 or more).
+// Rank 0 writes the tcp entry (latency_us and latency_us_core_per_rank alike: a step between hosts
+// is the network's either way) and keeps every other entry as the file at PATH states it, so
+// running the one-host calibrate first and this second gives shm from the host and tcp from the
+// network. A single-host job forced onto tcp (BRAID_TRANSPORTS=tcp) is then priced with the
+// network's numbers too.
 //
 // Nothing is written without --write: every braid process of this user on this host reads the
 // file, so replacing it is a choice, not a side effect of measuring.
@@ -51,6 +67,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,24 +108,30 @@ struct Numbers {
   double exchange_gbps = 0;
 };
 
-// Runs the transport measurements as `rank` of 2 over `transports`; rank 0 fills `out`.
-bool MeasureLinks(int rank, const braidUniqueId& id, const char* transports, Numbers* out) {
-  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
-  config.transports = transports;
-  config.algo = "allreduce:rd";  // the step measurement: one exchange, whatever the model says
-  config.shmSingleCopyBytes = 0;  // the ring's rate, whatever the file in use chose
-  braidComm_t comm = nullptr;
-  if (!Check(braidCommInitRankConfig(&comm, 2, id, rank, &config), nullptr, "braidCommInitRank")) {
-    return false;
-  }
+// How many rounds each measurement takes (the first warms up; the best of the others counts).
+struct Rounds {
+  int small = 40;         // rounds of the 8-byte measurements
+  int round_trips = 200;  // calls per 8-byte round
+  int large = 20;         // rounds of the 16 MiB measurements
+  int large_messages = 4; // 16 MiB messages per round
+};
+// On one host: many short rounds, so that the quietest shows what braid itself costs.
+constexpr Rounds kOneHostRounds{};
+// Across hosts a 16 MiB message takes ~0.14 s on a 1 Gbit/s link: a few rounds of one message
+// (a shaped link's rate does not vary as a loaded CPU's does).
+constexpr Rounds kAcrossHostsRounds{20, 100, 6, 1};
+
+// Runs the transport measurements on `comm`, a 2-rank communicator whose allreduce is forced to
+// recursive doubling, as `rank`; rank 0 fills `out`.
+bool MeasureLinks(braidComm_t comm, int rank, const Rounds& rounds, Numbers* out) {
   const int peer = 1 - rank;
   bool ok = true;
 
   // Every number is the best of many short rounds (the first round warms up): on a 2-core machine
   // shared with other work, the quietest round is the one that shows what braid itself costs.
   char small[8] = {0}, small_in[8] = {0};
-  const int kRounds = 40;
-  const int kRoundTrips = 200;
+  const int kRounds = rounds.small;
+  const int kRoundTrips = rounds.round_trips;
   double best_rtt = 1e9;
   for (int round = 0; round < kRounds && ok; ++round) {
     auto start = Clock::now();
@@ -156,10 +180,10 @@ bool MeasureLinks(int rank, const braidUniqueId& id, const char* transports, Num
   {
     // One-way streaming: rank 0 sends kMessages large messages, rank 1 acknowledges the last.
     const size_t kBytes = size_t{16} << 20;
-    const int kMessages = 4;
+    const int kMessages = rounds.large_messages;
     std::vector<char> big(kBytes, 1), other(kBytes, 2);
     double best_oneway = 1e9;
-    for (int round = 0; round < kRounds / 2 && ok; ++round) {
+    for (int round = 0; round < rounds.large && ok; ++round) {
       auto start = Clock::now();
       for (int i = 0; i < kMessages && ok; ++i) {
         ok = rank == 0
@@ -174,7 +198,7 @@ bool MeasureLinks(int rank, const braidUniqueId& id, const char* transports, Num
 
     // Exchange: both ranks send and receive at once (a group, so neither blocks the other).
     double best_exchange = 1e9;
-    for (int round = 0; round < kRounds / 2 && ok; ++round) {
+    for (int round = 0; round < rounds.large && ok; ++round) {
       auto start = Clock::now();
       for (int i = 0; i < kMessages && ok; ++i) {
         ok = Check(braidGroupStart(), comm, "group start") &&
@@ -186,6 +210,21 @@ bool MeasureLinks(int rank, const braidUniqueId& id, const char* transports, Num
     }
     out->exchange_gbps = static_cast<double>(kBytes) * kMessages / best_exchange / 1e9;
   }
+  return ok;
+}
+
+// The 2-rank communicator of one forked rank over `transports`, its allreduce forced to
+// recursive doubling (the step measurement: one exchange, whatever the model says).
+bool MeasureForkedRank(int rank, const braidUniqueId& id, const char* transports, Numbers* out) {
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.transports = transports;
+  config.algo = "allreduce:rd";
+  config.shmSingleCopyBytes = 0;  // the ring's rate, whatever the file in use chose
+  braidComm_t comm = nullptr;
+  if (!Check(braidCommInitRankConfig(&comm, 2, id, rank, &config), nullptr, "braidCommInitRank")) {
+    return false;
+  }
+  const bool ok = MeasureLinks(comm, rank, kOneHostRounds, out);
   braidCommDestroy(comm);
   return ok;
 }
@@ -209,7 +248,7 @@ std::optional<Numbers> MeasurePair(const char* transports) {
   const std::optional<std::string> bytes =
       braid::bench::RunForkedPair([&](int rank) -> std::optional<std::string> {
         Numbers numbers;
-        if (!MeasureLinks(rank, id, transports, &numbers)) return std::nullopt;
+        if (!MeasureForkedRank(rank, id, transports, &numbers)) return std::nullopt;
         return std::string(reinterpret_cast<const char*>(&numbers), sizeof(numbers));
       });
   if (!bytes || bytes->size() != sizeof(Numbers)) return std::nullopt;
@@ -345,10 +384,279 @@ std::string Today() {
   return text;
 }
 
+
+// Prints the calibration file's `text` and, with `write`, writes it to `path` once it reads back.
+int Finish(const std::string& text, bool write, const std::string& path) {
+  std::printf("\n%s", text.c_str());
+  if (!write) {
+    std::printf("\n# not written: --write saves it to %s\n",
+                braid::algorithms::CalibrationPath().empty()
+                    ? "PATH (give one: no default location)"
+                    : braid::algorithms::CalibrationPath().c_str());
+    return 0;
+  }
+  // Check what is written reads back before it replaces anything.
+  auto parsed = braid::algorithms::Calibration::Parse(text, path);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "calibrate: internal error, the file would not parse: %s\n",
+                 parsed.status().message().c_str());
+    return 1;
+  }
+  if (!WriteFile(path, text)) return 1;
+  std::printf("\n# wrote %s (checksum %s)\n", path.c_str(), parsed.value().Fingerprint().c_str());
+  return 0;
+}
+
+// --- calibrate --across-hosts: the network between hosts, for the tcp entry ---------------------
+
+// Where a rank runs, as braid's communicators tell hosts apart (rendezvous::HostKey: host name,
+// boot id, network namespace) and count CPUs (rendezvous::BusiestHost: per machine, host name and
+// boot id, all its online CPUs). Read here because bench sees braid through its C API only.
+struct Placement {
+  char machine[320] = "";  // host name and boot id
+  char net_ns[64] = "";
+  int cpus = 0;
+  cpu_set_t allowed;  // the CPUs this rank may run on (braidrun binds ranks)
+};
+
+Placement ThisPlacement() {
+  Placement placement;
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  std::snprintf(placement.machine, sizeof(placement.machine), "%s/%s", host, boot.c_str());
+  const ssize_t n = readlink("/proc/self/ns/net", placement.net_ns, sizeof(placement.net_ns) - 1);
+  if (n > 0) placement.net_ns[n] = '\0';
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  placement.cpus = cpus > 0 ? static_cast<int>(cpus) : 1;
+  CPU_ZERO(&placement.allowed);
+  if (sched_getaffinity(0, sizeof(placement.allowed), &placement.allowed) != 0) {
+    for (int cpu = 0; cpu < placement.cpus && cpu < CPU_SETSIZE; ++cpu) {
+      CPU_SET(cpu, &placement.allowed);
+    }
+  }
+  return placement;
+}
+
+// Whether ranks placed at `a` and `b` may have to take turns on a CPU: the same machine (hosts
+// that are namespaces or containers of one) and CPU sets that meet.
+bool ShareCpus(const Placement& a, const Placement& b) {
+  if (std::strcmp(a.machine, b.machine) != 0) return false;
+  cpu_set_t both;
+  CPU_AND(&both, &a.allowed, &b.allowed);
+  return CPU_COUNT(&both) > 0;
+}
+
+// The job's shape as the selector sees it (LinkModel::hosts, ranks_per_host, ranks_per_cpu).
+struct JobShape {
+  std::vector<int> host_of;  // per rank
+  int hosts = 0;
+  int ranks_per_host = 0;    // the most on any host
+  double ranks_per_cpu = 1;  // on the busiest machine, when it runs more ranks than CPUs
+  bool oversubscribed = false;
+};
+
+JobShape ShapeOf(const std::vector<Placement>& all) {
+  JobShape shape;
+  std::map<std::string, int> host_index;
+  std::map<std::string, std::pair<int, int>> per_machine;  // ranks, CPUs
+  std::vector<int> per_host;
+  for (const Placement& p : all) {
+    const std::string key = std::string(p.machine) + "/" + p.net_ns;
+    auto [it, added] = host_index.emplace(key, static_cast<int>(host_index.size()));
+    if (added) per_host.push_back(0);
+    shape.host_of.push_back(it->second);
+    ++per_host[static_cast<size_t>(it->second)];
+    auto& machine = per_machine[p.machine];
+    ++machine.first;
+    machine.second = p.cpus;
+  }
+  shape.hosts = static_cast<int>(per_host.size());
+  for (int count : per_host) shape.ranks_per_host = std::max(shape.ranks_per_host, count);
+  for (const auto& [name, load] : per_machine) {
+    const double ratio = static_cast<double>(load.first) / std::max(1, load.second);
+    if (ratio > 1.0) {
+      shape.oversubscribed = true;
+      shape.ranks_per_cpu = std::max(shape.ranks_per_cpu, ratio);
+    }
+  }
+  return shape;
+}
+
+// Best time (us) of one 8-byte allreduce on `comm`, whose allreduce is forced to one algorithm.
+bool TimeSmallAllReduce(braidComm_t comm, const Rounds& rounds, double* best_us) {
+  float values[2] = {1.0f, 2.0f};
+  double best = 1e9;
+  for (int round = 0; round < rounds.small; ++round) {
+    auto start = Clock::now();
+    for (int i = 0; i < rounds.round_trips; ++i) {
+      if (!Check(braidAllReduce(values, values, 2, braidFloat32, braidMax, comm, nullptr), comm,
+                 "allreduce")) {
+        return false;
+      }
+    }
+    if (round > 0) best = std::min(best, Seconds(start) / rounds.round_trips);
+  }
+  *best_us = best * 1e6;
+  return true;
+}
+
+// The fan-out price that makes the model's price of the measured direct allreduce (8 bytes, the
+// whole job) equal `direct_us`, under `link` otherwise (linear in it; two evaluations, so that
+// the cost function stays the one authority, as LatencyFromStep).
+double FanOutFromDirect(LinkModel link, int n, double direct_us) {
+  using namespace braid::algorithms;
+  const Algorithm* direct = FindAlgorithm(Collective::kAllReduce, "direct");
+  if (direct == nullptr || direct->cost == nullptr) return 0;
+  link.fan_out_us = 0;
+  const double at_zero = direct->cost(link, n, 8);
+  link.fan_out_us = 1;
+  const double slope = direct->cost(link, n, 8) - at_zero;
+  if (slope <= 0) return 0;
+  return std::max(0.0, (direct_us - at_zero) / slope);
+}
+
+// calibrate --across-hosts: every rank of a job that braidrun started on two or more hosts runs
+// it. Rank 0 and the lowest rank on another host measure the link between them (as the one-host
+// mode does, fewer rounds: a shaped link's rate is steady); then the whole job times an 8-byte
+// direct allreduce, from which the network's per-message fan-out price is solved (where each rank
+// has two or more peers on other hosts). Rank 0 prints the calibration and, with --write, writes
+// it: the tcp entry's step latency, bandwidth and fan-out as measured here, every other entry as
+// the file at that path states it (the one-host calibrate's shm numbers) or built in.
+int AcrossHosts(bool write, const std::string& path) {
+  using braid::algorithms::Calibration;
+  braidConfig_t config = BRAID_CONFIG_INITIALIZER;
+  config.algo = "allreduce:direct";  // the fan-out measurement, over the whole job
+  config.shmSingleCopyBytes = 0;
+  braidComm_t world = nullptr;
+  if (!Check(braidCommInitEnv(&world, &config), nullptr,
+             "braidCommInitEnv (--across-hosts runs under braidrun, one job across hosts)")) {
+    return 1;
+  }
+  int rank = 0, size = 0;
+  braidCommUserRank(world, &rank);
+  braidCommCount(world, &size);
+  const Placement mine = ThisPlacement();
+  std::vector<Placement> all(static_cast<size_t>(size));
+  if (!Check(braidAllGather(&mine, all.data(), sizeof(Placement), braidUint8, world, nullptr),
+             world, "allgather of the ranks' hosts")) {
+    return 1;
+  }
+  const JobShape shape = ShapeOf(all);
+  if (shape.hosts < 2) {
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "calibrate --across-hosts: all %d ranks run on one host (one host name, boot id "
+                   "and network namespace), so there is no link between hosts to measure: start "
+                   "the job on two hosts, e.g. braidrun --nnodes 2 --node-rank K --master-addr "
+                   "HOST0 -- calibrate --across-hosts\n",
+                   size);
+    }
+    braidCommDestroy(world);
+    return 2;
+  }
+  // The pair: rank 0 and the lowest rank on another host, preferring one that runs on other
+  // CPUs (where hosts share a machine, two ranks bound to one CPU would measure their turns on
+  // it, not the link).
+  int peer = -1;
+  for (bool any_cpus : {false, true}) {
+    for (int r = 1; r < size && peer < 0; ++r) {
+      if (shape.host_of[static_cast<size_t>(r)] != shape.host_of[0] &&
+          (any_cpus || !ShareCpus(all[0], all[static_cast<size_t>(r)]))) {
+        peer = r;
+      }
+    }
+  }
+  braidConfig_t pair_config = BRAID_CONFIG_INITIALIZER;
+  pair_config.algo = "allreduce:rd";
+  pair_config.shmSingleCopyBytes = 0;
+  braidComm_t pair = nullptr;
+  const bool in_pair = rank == 0 || rank == peer;
+  if (!Check(braidCommSplit(world, in_pair ? 0 : BRAID_SPLIT_NOCOLOR, rank, &pair, &pair_config),
+             world, "braidCommSplit (the pair across hosts)")) {
+    return 1;
+  }
+  Numbers numbers;
+  bool ok = true;
+  if (in_pair) {
+    ok = MeasureLinks(pair, rank == 0 ? 0 : 1, kAcrossHostsRounds, &numbers);
+    braidCommDestroy(pair);
+  }
+  // The other ranks wait here while the pair measures (and the pair's failure reaches them).
+  ok = Check(braidBarrier(world, nullptr), world, "barrier after the pair's measurement") && ok;
+  const int remote_peers = size - shape.ranks_per_host;
+  double direct_us = 0;
+  const bool fan_out_measured = ok && remote_peers >= 2;
+  if (fan_out_measured) ok = TimeSmallAllReduce(world, kAcrossHostsRounds, &direct_us);
+  braidCommDestroy(world);
+  if (!ok) return 1;
+  if (rank != 0) return 0;
+
+  // What the file at `path` states already (the one-host measurement's shm numbers) is kept.
+  CalibrationValues values;
+  std::string kept = "built-in values for every other entry";
+  if (write && access(path.c_str(), F_OK) == 0) {
+    auto existing = Calibration::Load(path);
+    if (!existing.ok()) {
+      std::fprintf(stderr, "calibrate: %s; not replacing it (fix or remove it first)\n",
+                   existing.status().message().c_str());
+      return 1;
+    }
+    values = existing.value().values();
+    kept = "every other entry as " + path + " stated it";
+  }
+  auto& tcp = values["tcp"];
+  tcp["bandwidth_gbps"] = Significant(numbers.exchange_gbps);
+  {
+    LinkModel link = Calibration::BuiltIn().Model("tcp", /*oversubscribed=*/false, 1.0);
+    link.bandwidth_gbps = tcp["bandwidth_gbps"];
+    // A step between hosts is the network's whether or not ranks share cores.
+    tcp["latency_us_core_per_rank"] = Significant(LatencyFromStep(link, numbers.step_latency_us));
+    tcp["latency_us"] = tcp["latency_us_core_per_rank"];
+  }
+  if (fan_out_measured) {
+    auto parsed = Calibration::Parse(braid::algorithms::FormatCalibration(values, ""), "measured");
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "calibrate: internal error: %s\n", parsed.status().message().c_str());
+      return 1;
+    }
+    LinkModel link =
+        parsed.value().Model("tcp", shape.oversubscribed, shape.ranks_per_cpu);
+    link.hosts = shape.hosts;
+    link.ranks_per_host = shape.ranks_per_host;
+    tcp["fan_out_us"] = Significant(FanOutFromDirect(link, size, direct_us));
+  }
+  std::printf("# braid calibration across hosts: rank 0 (%s) and rank %d (%s), %d ranks on %d hosts\n",
+              all[0].machine, peer, all[static_cast<size_t>(peer)].machine, size, shape.hosts);
+  std::printf("%-10s %12s %12s %12s %12s %12s %12s\n", "link", "step_us", "pingpong_us",
+              "exchange_us", "exchange_GBs", "oneway_GBs", "direct_us");
+  std::printf("%-10s %12.2f %12.2f %12.2f %12.4f %12.4f %12s\n", "tcp", numbers.step_latency_us,
+              numbers.latency_us, numbers.exchange_latency_us, numbers.exchange_gbps,
+              numbers.oneway_gbps,
+              fan_out_measured ? std::to_string(direct_us).c_str() : "-");
+  if (!fan_out_measured) {
+    std::printf("# tcp.fan_out_us not measured: each rank has %d peer(s) on other hosts; run two "
+                "ranks or more per host (braidrun -n 2) to measure it\n",
+                remote_peers);
+  }
+  const std::string text = braid::algorithms::FormatCalibration(
+      values, "braid calibration: tcp measured across hosts by bench/calibrate --across-hosts, " +
+                  Today() + ",\nbetween rank 0 and rank " + std::to_string(peer) + " of " +
+                  std::to_string(size) + " on " + std::to_string(shape.hosts) +
+                  " hosts (the step latency solved from the model's price of\none measured step, "
+                  "the fan-out price from that of an 8-byte direct allreduce of the job);\n" +
+                  kept + ".");
+  return Finish(text, write, path);
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: calibrate [--write [PATH]]   measure; with --write, save the calibration\n"
                "                                     (default %s)\n"
+               "       calibrate --across-hosts [--write [PATH]]\n"
+               "                                     under braidrun on two hosts or more: measure\n"
+               "                                     tcp between them (the file's other entries kept)\n"
                "       calibrate --picks             the selector's picks under the calibration\n",
                braid::algorithms::CalibrationPath().empty()
                    ? "none: BRAID_CALIBRATION=none or no HOME"
@@ -359,7 +667,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool write = false;
+  bool write = false, across_hosts = false;
   std::string path;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--picks") == 0 && argc == 2) {
@@ -371,6 +679,8 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(argv[i], "--write=", 8) == 0) {
       write = true;
       path = argv[i] + 8;
+    } else if (std::strcmp(argv[i], "--across-hosts") == 0) {
+      across_hosts = true;
     } else {
       return Usage();
     }
@@ -381,6 +691,7 @@ int main(int argc, char** argv) {
                          "give --write PATH\n");
     return 2;
   }
+  if (across_hosts) return AcrossHosts(write, path);
 
   const std::vector<int> cpus = AllowedCpus();
   const bool core_per_rank = cpus.size() >= 2;
@@ -470,22 +781,5 @@ int main(int argc, char** argv) {
                     " CPUs allowed.\nEach number the best of many short rounds, 2 ranks as "
                     "processes; the latency is\nsolved from the model's price of one measured "
                     "step (bench/calibrate.cc)." + load_note);
-  std::printf("\n%s", text.c_str());
-  if (!write) {
-    std::printf("\n# not written: --write saves it to %s\n",
-                braid::algorithms::CalibrationPath().empty()
-                    ? "PATH (give one: no default location)"
-                    : braid::algorithms::CalibrationPath().c_str());
-    return 0;
-  }
-  // Check what is written reads back before it replaces anything.
-  auto parsed = Calibration::Parse(text, path);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "calibrate: internal error, the file would not parse: %s\n",
-                 parsed.status().message().c_str());
-    return 1;
-  }
-  if (!WriteFile(path, text)) return 1;
-  std::printf("\n# wrote %s (checksum %s)\n", path.c_str(), parsed.value().Fingerprint().c_str());
-  return 0;
+  return Finish(text, write, path);
 }

@@ -361,13 +361,14 @@ TEST_CASE("across hosts at 8 B rd beats the direct exchange, as measured on name
   REQUIRE(rd != nullptr);
   REQUIRE(direct != nullptr);
   const AlgorithmPolicy rd_direct = MustParse("allreduce:rd,direct"), none;
-  // The harness's shapes (2 x 2 and 4 x 2 with a CPU per rank of a host, 2 x 4 with 4 ranks on a
-  // host's 2 CPUs), where rd measured 1.5-6x faster than direct at 8 B.
+  // The harness's shapes, where rd measured 1.5-6x faster than direct at 8 B. Its hosts share
+  // one machine's 2 CPUs, and the communicator counts ranks per machine (rendezvous::BusiestHost):
+  // 2 per CPU at 2 x 2, 4 at 2 x 4 and 4 x 2.
   struct Shape {
     int hosts, per_host;
     double ranks_per_cpu;
   };
-  for (const Shape& shape : {Shape{2, 2, 1.0}, Shape{2, 4, 2.0}, Shape{4, 2, 1.0}}) {
+  for (const Shape& shape : {Shape{2, 2, 2.0}, Shape{2, 4, 4.0}, Shape{4, 2, 4.0}}) {
     const int n = shape.hosts * shape.per_host;
     CAPTURE(shape.hosts, shape.per_host);
     const LinkModel link = AcrossHosts(shape.hosts, shape.per_host, shape.ranks_per_cpu);
@@ -400,7 +401,7 @@ TEST_CASE("across hosts at 8 B rd beats the direct exchange, as measured on name
   // The parameters of docs/SCALING.md's loaded run (one step across 740 us, the built-in loopback
   // fan-out 12 us): pricing rd's steps inside a host at the network's latency picked direct at
   // 2 x 2 and 2 x 4; with shared memory's latency for them, rd.
-  for (const Shape& shape : {Shape{2, 2, 1.0}, Shape{2, 4, 2.0}}) {
+  for (const Shape& shape : {Shape{2, 2, 2.0}, Shape{2, 4, 4.0}}) {
     CAPTURE(shape.hosts, shape.per_host);
     LinkModel loaded = AcrossHosts(shape.hosts, shape.per_host, shape.ranks_per_cpu);
     loaded.latency_us = 740;
@@ -609,12 +610,15 @@ TEST_CASE("the choice follows the link model", "[selector][select]") {
   std::string pick = Pick(Collective::kAllReduce, 1 << 20, 6, none, slow_wire);
   CHECK(pick == "ring");
   // With expensive steps, the fewest steps win even at 1 MiB: the direct exchange's one, then
-  // recursive doubling's log2(n).
+  // the two-shot's two, then recursive doubling's log2(n).
   LinkModel slow_messages;
   slow_messages.latency_us = 1e6;
   pick = Pick(Collective::kAllReduce, 1 << 20, 16, none, slow_messages);
   CHECK(pick == "direct");
   pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:^direct"), slow_messages);
+  CHECK(pick == "twoshot");
+  pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:^direct,twoshot"),
+              slow_messages);
   CHECK(pick == "rd");
 }
 
