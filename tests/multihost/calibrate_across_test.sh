@@ -2,8 +2,9 @@
 # bench/calibrate --across-hosts on namespace hosts whose links are shaped, and the selector's
 # picks under the file it writes (docs/MULTIHOST.md, "Calibrating the link between hosts"):
 #   - on one host it refuses, saying there is no link between hosts to measure;
-#   - across 2 hosts x 2 ranks, links shaped to 1 Gbit/s (tc tbf), it writes tcp's entry, and the
-#     bandwidth it measured is within a sane factor of the shaped rate;
+#   - across 2 hosts x 2 ranks, links shaped to 1 Gbit/s (tc tbf), it writes tcp's entry, keeps
+#     the file's other entries, and the bandwidth it measured is within a sane factor of the
+#     shaped rate;
 #   - with that file, BRAID_DEBUG=INFO's COLL lines show the default selector running a 4 MiB
 #     allreduce by "hier" at 2 x 2, where the built-in calibration (loopback's tcp) picks a flat
 #     algorithm, and a flat algorithm for the same call on one host of 4 ranks.
@@ -80,10 +81,14 @@ grep -q "no link between hosts to measure" "$one_host.node0" ||
 echo "--- 2 hosts x 2 ranks, links at $rate: calibrate --across-hosts"
 calibration="$work/calibration"
 measure="$work/measure"
+# A file the one-host calibrate wrote before: its shm entry must survive.
+printf 'version = 1\nshm.bandwidth_gbps = 2.5\n' > "$calibration"
 job 2 2 "$measure" -- "$calibrate" --across-hosts --write "$calibration" ||
   fail "calibrate --across-hosts exited non-zero: $(cat "$measure".node* | tail -5)"
 cat "$measure.node0"
 value() { sed -nE "s/^$1 = ([0-9.e+-]+).*/\1/p" "$calibration"; }
+[ "$(value shm.bandwidth_gbps)" = 2.5 ] ||
+  fail "the file's shm.bandwidth_gbps = 2.5 was not kept (now: '$(value shm.bandwidth_gbps)')"
 bandwidth=$(value tcp.bandwidth_gbps)
 latency=$(value tcp.latency_us)
 fan_out=$(value tcp.fan_out_us)

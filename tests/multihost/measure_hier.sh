@@ -10,8 +10,8 @@
 # Root only (network namespaces). Every run gets the same hosts, ranks placed host by host:
 #   hier, ring  bench/all_reduce_perf through braidrun in each host, BRAID_ALGO=allreduce:<algo>
 #               (shared memory inside a host, TCP across);
-#   model       the same with the cost model's choice, calibrated with the links' rate
-#               (tcp.bandwidth_gbps, in a BRAID_CALIBRATION file the script writes);
+#   model       the same with the cost model's choice, its tcp calibrated across the hosts
+#               (bench/calibrate --across-hosts writes the BRAID_CALIBRATION file);
 #   mpi         bench/peers/out/mpi_perf by mpirun inside host 0, whose remote agent
 #               (mpi_netns_agent.sh) starts orted inside the other hosts' namespaces, each host
 #               with a host name of its own (a UTS namespace named after its network one); btl
@@ -74,14 +74,24 @@ mh_make_hosts "$max_hosts" "$rate" || exit 1
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) before the runs"
 
 perf_args=(-b "${sizes%:*}" -e "${sizes#*:}" -f 2 -n "$iters" -w 1 -c 1)
-# What bench/calibrate would write for these hosts' TCP: the shaped link's payload rate (TCP/IP
-# headers take ~4.5% of each 1514-byte frame), everything else built in. Every braid run prices
-# with it; it matters only to "model", the cost model's own choice.
-calibration=$(mktemp)
-printf 'version = 1\ntcp.bandwidth_gbps = %s\n' \
-  "$(awk -v l="$link" 'BEGIN { printf "%.4f", l * 0.955 / 1e9 }')" > "$calibration"
 port=29700
 status=0
+# These hosts' tcp, measured by bench/calibrate --across-hosts between hosts 0 and 1 (2 ranks
+# each): the shaped link's step, payload rate and fan-out price, shm built in. Every braid run
+# prices with it; it matters only to "model", the cost model's own choice.
+calibration=$(mktemp -u)
+calibrate_pids=()
+for h in 0 1; do
+  mh_exec "$h" env BRAID_SECRET=measure-hier timeout 300 "$braidrun" --no-prefix -n 2 \
+    --nnodes 2 --node-rank "$h" --master-addr "$(mh_addr 0)" --master-port "$port" -- \
+    "$here/bench/calibrate" --across-hosts --write "$calibration" > "$calibration.node$h" 2>&1 &
+  calibrate_pids+=($!)
+done
+for pid in "${calibrate_pids[@]}"; do
+  wait "$pid" || { echo "measure_hier.sh: calibrate --across-hosts failed: $(tail -3 "$calibration".node*)" >&2; exit 1; }
+done
+echo "calibration (tcp across hosts, for 'model'): $(grep -E '^tcp\.' "$calibration" | cut -d'#' -f1 | tr -s ' \n' ' ')"
+rm -f "$calibration".node*
 
 # One run of `what` on hosts x per_host; its rank 0's table into $1.
 run_braid() {  # out algo hosts per_host ("" = the cost model's choice)

@@ -15,7 +15,8 @@
 #                     shaped link: 16 MiB reduce in ~3 ms against ~270 ms on the wire at 1 Gbit/s)
 # Check points: all_reduce_perf (float sum, its data check on) with BRAID_ALGO=allreduce:<algo>,
 # and once with the selector's own choice ("auto", read from BRAID_DEBUG=INFO's COLL lines), its
-# cost model given the measured parameters as a calibration file (BRAID_CALIBRATION).
+# cost model given a calibration file (BRAID_CALIBRATION): shm from the parameters above, tcp
+# from bench/calibrate --across-hosts between hosts 0 and 1.
 # An algorithm this build does not have is reported as such, not timed.
 #
 # Root only (network namespaces). No delay emulation (this kernel has no netem): alpha_net is the
@@ -29,6 +30,7 @@ source "$here/tests/multihost/netns_hosts.sh"
 braidrun="$here/rendezvous/braidrun"
 allreduce="$here/bench/all_reduce_perf"
 sendrecv="$here/bench/sendrecv_perf"
+calibrate="$here/bench/calibrate"
 model="$here/tests/multihost/scaling_model.py"
 
 rate=1gbit
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
     *) echo "scaling_check.sh: unknown argument '$1' (see the head of the script)" >&2; exit 2 ;;
   esac
 done
-for f in "$braidrun" "$allreduce" "$sendrecv" "$model"; do
+for f in "$braidrun" "$allreduce" "$sendrecv" "$calibrate" "$model"; do
   [ -e "$f" ] || { echo "scaling_check.sh: $f is missing (bazel build //tests/multihost:scaling_check)" >&2; exit 1; }
 done
 large_bytes=$(numfmt --from=iec "$large" 2>/dev/null) || { echo "scaling_check.sh: cannot read --large '$large'" >&2; exit 2; }
@@ -127,17 +129,23 @@ measure_pair 1 2 alpha_shm shm || exit 1
 [ -n "$reduce" ] && echo "reduce $reduce" >> "$params"
 echo "parameters (us; MB/s):"
 sed 's/^/  /' "$params"
-# The same numbers as a calibration file (docs/ALGORITHMS.md, "Calibration file"), so that the
-# selector's own cost functions price the shaped link and the shm links as measured here: its
-# built-in tcp entry is loopback's (1 GB/s), eight times a 1 Gbit/s link.
+# A calibration file (docs/ALGORITHMS.md, "Calibration file"), so that the selector's own cost
+# functions price the links as measured here: shm's numbers from the parameters above, tcp's from
+# bench/calibrate --across-hosts over the shaped link (2 hosts x 2 ranks: its step, rate and
+# fan-out price; it keeps the shm lines). The built-in tcp entry is loopback's (1 GB/s), eight
+# times a 1 Gbit/s link.
 calibration="$out/calibration"
 awk '{ v[$1] = $2 } END {
   print "version = 1"
-  printf "tcp.latency_us = %.3f\ntcp.latency_us_core_per_rank = %.3f\n", v["alpha_net"], v["alpha_net"]
-  printf "tcp.bandwidth_gbps = %.4f\n", v["link"] / 1000
   printf "shm.latency_us_core_per_rank = %.3f\n", v["alpha_shm"]
   printf "shm.bandwidth_gbps = %.4f\n", v["shm"] / 1000
 }' "$params" > "$calibration"
+if ! job 2 2 "$out/calibrate" -- "$calibrate" --across-hosts --write "$calibration"; then
+  echo "scaling_check.sh: calibrate --across-hosts failed (logs: $out/calibrate*)" >&2
+  exit 1
+fi
+echo "calibration (BRAID_CALIBRATION for the selector's runs):"
+grep -v '^#' "$calibration" | grep . | sed 's/^/  /'
 
 # --- check points
 measured="$out/measured"
