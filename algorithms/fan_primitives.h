@@ -434,6 +434,16 @@ class FanRound {
                                                  MessageTag(ctx_.sequence, message)),
                             peer, message});
   }
+  // A receive handed to `sink` piece by piece as it lands (Connection::PostRecvInto): a reduction
+  // into place with a ReduceSink, as the two-shot allreduce's reduce-scatter takes its pieces.
+  void RecvInto(int peer, uint64_t message, size_t bytes,
+                std::shared_ptr<transport::LandingSink> sink) {
+    transport::Connection* connection = ConnectionTo(peer);
+    if (connection == nullptr) return;
+    recvs_.push_back(Posted{
+        connection->PostRecvInto(bytes, MessageTag(ctx_.sequence, message), std::move(sink)), peer,
+        message});
+  }
   Status WaitReceives() {
     while (status_.ok() && !recvs_.empty()) status_ = WaitFront(recvs_, false);
     return status_;

@@ -7,6 +7,7 @@
 #include "algorithms/allreduce_recursive.h"
 #include "algorithms/allreduce_ring.h"
 #include "algorithms/allreduce_tree.h"
+#include "algorithms/allreduce_two_shot.h"
 #include "algorithms/alltoall_pairwise.h"
 #include "algorithms/barrier_dissemination.h"
 #include "algorithms/broadcast_binomial.h"
@@ -60,6 +61,7 @@ const std::vector<Algorithm>& Algorithms() {
       // --- direct family (allreduce_direct.cc, alltoall_pairwise.cc, gather_*.cc, scatter_*.cc,
       // barrier_dissemination.cc) ---
       {"direct", Collective::kAllReduce, RunDirectAllReduce, DirectAllReduceCost},
+      {"twoshot", Collective::kAllReduce, RunTwoShotAllReduce, TwoShotAllReduceCost},
       {"pairwise", Collective::kAllToAll, PairwiseAllToAll, PairwiseAllToAllCost},
       {"direct", Collective::kGather, DirectGather, DirectGatherCost},
       {"binomial", Collective::kGather, BinomialGather, BinomialGatherCost},
