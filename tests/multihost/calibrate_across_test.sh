@@ -33,24 +33,14 @@ fail() {
 }
 
 port=29530
-# job HOSTS PER_HOST LOG ENV... -- PROGRAM ARGS...: one job over hosts 0..HOSTS-1, node K's output
-# in LOG.nodeK; returns non-zero if any node's braidrun did.
+# job HOSTS PER_HOST LOG ENV... -- PROGRAM ARGS...: one job on the next port (mh_job); node 0's
+# output in LOG, node K's in LOG.nodeK; non-zero if any node's braidrun failed.
 job() {
   local hosts=$1 per_host=$2 log=$3
   shift 3
-  local envs=()
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
   port=$((port + 1))
-  local pids=() h status=0
-  for ((h = 0; h < hosts; h++)); do
-    mh_exec "$h" env BRAID_SECRET=calibrate-across BRAID_TIMEOUT_MS=120000 "${envs[@]}" \
-      timeout 200 "$braidrun" --no-prefix -n "$per_host" --nnodes "$hosts" --node-rank "$h" \
-      --master-addr "$(mh_addr 0)" --master-port "$port" -- "$@" > "$log.node$h" 2>&1 &
-    pids+=($!)
-  done
-  for ((h = 0; h < hosts; h++)); do wait "${pids[$h]}" || status=1; done
-  return $status
+  mh_job "$braidrun" "$hosts" "$per_host" "$port" "$log" BRAID_SECRET=calibrate-across \
+    BRAID_TIMEOUT_MS=120000 "$@"
 }
 
 # The algorithm BRAID_DEBUG=INFO's COLL lines (files LOGS...) name for allreduce calls of COUNT
@@ -74,8 +64,8 @@ one_host="$work/one_host"
 if job 1 2 "$one_host" -- "$calibrate" --across-hosts --write "$work/never"; then
   fail "calibrate --across-hosts on one host succeeded"
 fi
-grep -q "no link between hosts to measure" "$one_host.node0" ||
-  fail "calibrate --across-hosts on one host did not say why: $(head -3 "$one_host.node0")"
+grep -q "no link between hosts to measure" "$one_host" ||
+  fail "calibrate --across-hosts on one host did not say why: $(head -3 "$one_host")"
 [ -e "$work/never" ] && fail "calibrate --across-hosts on one host wrote a file"
 
 echo "--- 2 hosts x 2 ranks, links at $rate: calibrate --across-hosts"
@@ -84,8 +74,8 @@ measure="$work/measure"
 # A file the one-host calibrate wrote before: its shm entry must survive.
 printf 'version = 1\nshm.bandwidth_gbps = 2.5\n' > "$calibration"
 job 2 2 "$measure" -- "$calibrate" --across-hosts --write "$calibration" ||
-  fail "calibrate --across-hosts exited non-zero: $(cat "$measure".node* | tail -5)"
-cat "$measure.node0"
+  fail "calibrate --across-hosts exited non-zero: $(cat "$measure"* | tail -5)"
+cat "$measure"
 value() { sed -nE "s/^$1 = ([0-9.e+-]+).*/\1/p" "$calibration"; }
 [ "$(value shm.bandwidth_gbps)" = 2.5 ] ||
   fail "the file's shm.bandwidth_gbps = 2.5 was not kept (now: '$(value shm.bandwidth_gbps)')"
@@ -111,7 +101,7 @@ run_allreduce() {  # HOSTS PER_HOST NAME CALIBRATION
   local log="$work/$3"
   job "$1" "$2" "$log" BRAID_CALIBRATION="$4" BRAID_DEBUG=INFO BRAID_DEBUG_SUBSYS=INIT,COLL \
     BRAID_DEBUG_FILE="$log.braid.%p" -- "$allreduce" -b "$bytes" -e "$bytes" -n 3 -w 1 -c 1 ||
-    fail "$3: all_reduce_perf failed: $(cat "$log".node* | tail -5)"
+    fail "$3: all_reduce_perf failed: $(cat "$log" "$log".node* 2>/dev/null | tail -5)"
 }
 
 echo "--- the selector's picks for a 4 MiB allreduce"

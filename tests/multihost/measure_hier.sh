@@ -80,18 +80,13 @@ status=0
 # each): the shaped link's step, payload rate and fan-out price, shm built in. Every braid run
 # prices with it; it matters only to "model", the cost model's own choice.
 calibration=$(mktemp -u)
-calibrate_pids=()
-for h in 0 1; do
-  mh_exec "$h" env BRAID_SECRET=measure-hier timeout 300 "$braidrun" --no-prefix -n 2 \
-    --nnodes 2 --node-rank "$h" --master-addr "$(mh_addr 0)" --master-port "$port" -- \
-    "$here/bench/calibrate" --across-hosts --write "$calibration" > "$calibration.node$h" 2>&1 &
-  calibrate_pids+=($!)
-done
-for pid in "${calibrate_pids[@]}"; do
-  wait "$pid" || { echo "measure_hier.sh: calibrate --across-hosts failed: $(tail -3 "$calibration".node*)" >&2; exit 1; }
-done
+if ! mh_job "$braidrun" 2 2 "$port" "$calibration.log" BRAID_SECRET=measure-hier -- \
+     "$here/bench/calibrate" --across-hosts --write "$calibration"; then
+  echo "measure_hier.sh: calibrate --across-hosts failed: $(tail -3 "$calibration".log*)" >&2
+  exit 1
+fi
 echo "calibration (tcp across hosts, for 'model'): $(grep -E '^tcp\.' "$calibration" | cut -d'#' -f1 | tr -s ' \n' ' ')"
-rm -f "$calibration".node*
+rm -f "$calibration".log*
 
 # One run of `what` on hosts x per_host; its rank 0's table into $1.
 run_braid() {  # out algo hosts per_host ("" = the cost model's choice)

@@ -15,6 +15,8 @@
 #   mh_make_hosts N [R]   makes hosts 0..N-1; R (a tc rate such as 1gbit) shapes each host's link
 #   mh_addr I             host I's address
 #   mh_exec I CMD...      runs CMD inside host I
+#   mh_job BRAIDRUN HOSTS PER_HOST PORT LOG ENV... -- PROGRAM ARGS...
+#                         one braid job over hosts 0..HOSTS-1, PER_HOST ranks each
 #   mh_teardown           ends what runs in the hosts, removes every namespace, link and bridge
 #                         this run made (and nothing else); safe to call more than once
 #
@@ -130,6 +132,31 @@ mh_make_hosts() {
   done
   echo "multihost: $n hosts (namespaces $(mh_netns 0)..), addresses $(mh_addr 0)..$(mh_addr $((n - 1)))," \
        "links ${rate:-unshaped}; no delay emulation (this kernel has no netem)"
+}
+
+# mh_job BRAIDRUN HOSTS PER_HOST PORT LOG ENV... -- PROGRAM ARGS...: braidrun (path BRAIDRUN) in
+# each of hosts 0..HOSTS-1 with PER_HOST ranks, node 0 (which hosts the store on PORT) at host 0's
+# address; every rank runs PROGRAM ARGS with the environment variables ENV (NAME=VALUE; every
+# node of a job needs the same BRAID_SECRET), for at most 300 s. Node 0's output goes to LOG,
+# node K's to LOG.nodeK. Returns non-zero if any node's braidrun did.
+mh_job() {
+  local braidrun=$1 hosts=$2 per_host=$3 port=$4 log=$5
+  shift 5
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 1 ] || { mh_fail "mh_job: no program after '--'"; return 1; }
+  shift
+  local pids=() h status=0 to
+  for ((h = 0; h < hosts; h++)); do
+    to="$log"
+    [ "$h" -gt 0 ] && to="$log.node$h"
+    mh_exec "$h" env "${envs[@]}" timeout 300 "$braidrun" --no-prefix -n "$per_host" \
+      --nnodes "$hosts" --node-rank "$h" --master-addr "$(mh_addr 0)" --master-port "$port" \
+      -- "$@" > "$to" 2>&1 &
+    pids+=($!)
+  done
+  for ((h = 0; h < hosts; h++)); do wait "${pids[$h]}" || status=1; done
+  return $status
 }
 
 mh_teardown() {

@@ -73,26 +73,14 @@ mh_make_hosts "$max_hosts" "$rate" || exit 1
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) before; logs in $out"
 
 port=29700
-# job HOSTS PER_HOST LOG ENV... -- PROGRAM ARGS...: one job across hosts 0..HOSTS-1; rank 0's
-# output (the table) goes to LOG, the others' to LOG.nodeK. Returns non-zero if a node failed.
+# job HOSTS PER_HOST LOG ENV... -- PROGRAM ARGS...: one job across hosts 0..HOSTS-1 on the next
+# port (mh_job); rank 0's output (the table) goes to LOG, the others' to LOG.nodeK. Returns
+# non-zero if a node failed.
 job() {
   local hosts=$1 per_host=$2 log=$3
   shift 3
-  local envs=()
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
   port=$((port + 1))
-  local pids=() h status=0
-  for ((h = 0; h < hosts; h++)); do
-    local to="$log"
-    [ "$h" -gt 0 ] && to="$log.node$h"
-    mh_exec "$h" env BRAID_SECRET=scaling-check "${envs[@]}" \
-      timeout 300 "$braidrun" --no-prefix -n "$per_host" --nnodes "$hosts" --node-rank "$h" \
-      --master-addr "$(mh_addr 0)" --master-port "$port" -- "$@" > "$to" 2>&1 &
-    pids+=($!)
-  done
-  for ((h = 0; h < hosts; h++)); do wait "${pids[$h]}" || status=1; done
-  return $status
+  mh_job "$braidrun" "$hosts" "$per_host" "$port" "$log" BRAID_SECRET=scaling-check "$@"
 }
 
 # The out-of-place time (us) of the row for BYTES in LOG, or "failed".
