@@ -583,8 +583,12 @@ int AcrossHosts(bool write, const std::string& path) {
     ok = MeasureLinks(pair, rank == 0 ? 0 : 1, kAcrossHostsRounds, &numbers);
     braidCommDestroy(pair);
   }
-  // The other ranks wait here while the pair measures (and the pair's failure reaches them).
-  ok = Check(braidBarrier(world, nullptr), world, "barrier after the pair's measurement") && ok;
+  // The other ranks wait here while the pair measures; then every rank learns whether all went
+  // well, so that all of them take the same next step.
+  int all_ok = ok ? 1 : 0;
+  ok = Check(braidAllReduce(&all_ok, &all_ok, 1, braidInt32, braidMin, world, nullptr), world,
+             "agreeing on the pair's measurement") &&
+       all_ok == 1;
   const int remote_peers = size - shape.ranks_per_host;
   double direct_us = 0;
   const bool fan_out_measured = ok && remote_peers >= 2;
