@@ -13,6 +13,7 @@
 #   alpha_shm, shm    1 host x 2 ranks over shared memory: 8 B, and --large
 #   reduce            --reduce (MB/s), else the built-in 5000 (the reduction never bounds a
 #                     shaped link: 16 MiB reduce in ~3 ms against ~270 ms on the wire at 1 Gbit/s)
+#   fan_out           tcp.fan_out_us from bench/calibrate --across-hosts (below)
 # Check points: all_reduce_perf (float sum, its data check on) with BRAID_ALGO=allreduce:<algo>,
 # and once with the selector's own choice ("auto", read from BRAID_DEBUG=INFO's COLL lines), its
 # cost model given a calibration file (BRAID_CALIBRATION): shm from the parameters above, tcp
@@ -134,6 +135,8 @@ if ! job 2 2 "$out/calibrate" -- "$calibrate" --across-hosts --write "$calibrati
 fi
 echo "calibration (BRAID_CALIBRATION for the selector's runs):"
 grep -v '^#' "$calibration" | grep . | sed 's/^/  /'
+# The model's price of a message to another host in flight at once (direct), as measured there.
+sed -nE 's/^tcp\.fan_out_us = ([0-9.e+-]+).*/fan_out \1/p' "$calibration" >> "$params"
 
 # --- check points
 measured="$out/measured"

@@ -13,6 +13,9 @@ bytes/us = MB/s):
     alpha_shm  one message inside a host (sendrecv_perf, 8 B, 1 host x 2 ranks)
     shm        one rank's copy rate through shared memory (sendrecv_perf, large, 1 x 2)
     reduce     reduction rate of one rank (calibration's reduce_gbps, or the built-in 5 GB/s)
+    fan_out    a sender's cost of each message to another host it has in flight at once (the
+               direct allreduce's n-P): tcp.fan_out_us as bench/calibrate --across-hosts
+               measures it; without it, alpha_shm, as for a message inside a host
 
 Why per host link and not per rank: the P ranks of a host share its one link, so whatever all of
 them send across hosts in one step goes through it one after the other. That is what separates
@@ -46,6 +49,7 @@ class Params:
         self.alpha_shm = values["alpha_shm"]
         self.shm = values["shm"]
         self.reduce = values.get("reduce", 5000.0)
+        self.fan_out = values.get("fan_out", self.alpha_shm)
 
 
 def read_params(path):
@@ -181,12 +185,12 @@ def hier(p, H, P, S):
 
 def direct(p, H, P, S):
     """Every rank sends its whole buffer to every other rank at once, and reduces n buffers: one
-    step, n-1 messages per rank (each at least alpha_shm of the sender's time), and P(n-P)
-    buffers through each host's link."""
+    step, n-1 messages per rank (P-1 inside the host at alpha_shm of the sender's time each, n-P
+    to other hosts at fan_out each), and P(n-P) buffers through each host's link."""
     n = H * P
     if n == 1:
         return 0.0
-    t = step(p, H, P * (n - P) * S, (P - 1) * S, True) + (n - 1) * p.alpha_shm
+    t = step(p, H, P * (n - P) * S, (P - 1) * S, True) + (P - 1) * p.alpha_shm + (n - P) * p.fan_out
     return t + (n - 1) * S / p.reduce
 
 
@@ -218,8 +222,8 @@ def size_name(s):
 
 def table(p, per_host):
     print(f"# parameters: alpha_net {p.alpha_net:.1f} us, link {p.link:.1f} MB/s, "
-          f"alpha_shm {p.alpha_shm:.2f} us, shm {p.shm:.0f} MB/s, reduce {p.reduce:.0f} MB/s; "
-          f"{per_host} ranks per host")
+          f"alpha_shm {p.alpha_shm:.2f} us, shm {p.shm:.0f} MB/s, reduce {p.reduce:.0f} MB/s, "
+          f"fan_out {p.fan_out:.2f} us; {per_host} ranks per host")
     names = list(ALGORITHMS)
     for S in SIZES:
         print(f"\n## allreduce of {size_name(S)}: predicted time per call")
