@@ -155,6 +155,13 @@ TEST_CASE("the link model takes each number from its key", "[calibration]") {
       CHECK(link.ranks_per_cpu == (oversubscribed ? 3.0 : 1.0));
       // A property of shared memory's code, not a number of the file.
       CHECK(link.reduces_on_receive == (std::string(transport) == "shm"));
+      // The link inside a host, for jobs across hosts: always shared memory's numbers.
+      const TransportCalibration& shm = file.Of("shm");
+      CHECK(link.intra_host_latency_us ==
+            (oversubscribed ? shm.latency_us : shm.latency_us_core_per_rank));
+      CHECK(link.intra_host_bandwidth_gbps == shm.bandwidth_gbps);
+      CHECK(link.intra_host_fan_out_us == shm.fan_out_us);
+      CHECK(link.intra_host_reduces_on_receive);
     }
   }
   // Fewer ranks than CPUs never counts as less than one per CPU.
