@@ -359,12 +359,15 @@ Communicator::~Communicator() {
     std::lock_guard<std::mutex> lock(device_mutex_);
     device_work_live_.store(nullptr);
     device_work_.reset();
+    device_links_live_.store(nullptr);
+    device_links_.reset();
   }
   links_->RemoveCommunicator();
 }
 
 // Caller holds op_mutex_, and links_->lane() while the pool is shared.
 Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline deadline) {
+  if (__builtin_expect(OnDeviceLinks(), 0)) return GetDeviceConnection(peer, deadline, false);
   auto connection = links_->Get(pool_ranks_[peer], deadline);
   if (connection.ok()) connections_[peer] = connection.value();
   return connection;
@@ -372,8 +375,37 @@ Result<transport::Connection*> Communicator::GetConnection(int peer, Deadline de
 
 // Caller holds op_mutex_, and links_->lane() while the pool is shared.
 Result<transport::Connection*> Communicator::GetConnectionIfReady(int peer, Deadline deadline) {
+  if (__builtin_expect(OnDeviceLinks(), 0)) return GetDeviceConnection(peer, deadline, true);
   auto connection = links_->GetIfReady(pool_ranks_[peer], deadline);
   if (connection.ok() && connection.value() != nullptr) connections_[peer] = connection.value();
+  return connection;
+}
+
+namespace {
+// The communicator whose device work this thread is running a host part of (set around each
+// staged step on the progress thread), so its operations take the device links.
+thread_local const Communicator* device_work_of = nullptr;
+
+struct DeviceWorkScope {
+  explicit DeviceWorkScope(const Communicator* comm) : previous(device_work_of) { device_work_of = comm; }
+  ~DeviceWorkScope() { device_work_of = previous; }
+  const Communicator* previous;
+};
+}  // namespace
+
+bool Communicator::OnDeviceLinks() const {
+  return device_links_live_.load(std::memory_order_relaxed) != nullptr && device_work_of == this;
+}
+
+// Caller holds op_mutex_ (and links_->lane() while that pool is shared).
+Result<transport::Connection*> Communicator::GetDeviceConnection(int peer, Deadline deadline, bool if_ready) {
+  // Both ranks of a pair decide alike: the transport's rule (same host) over the same records.
+  const bool same_host = device_links_->transports().front()->CanConnect(PeerInfoOf(rank_, peers_[rank_]),
+                                                                        PeerInfoOf(peer, peers_[peer]));
+  Result<transport::Connection*> connection =
+      same_host ? (if_ready ? device_links_->GetIfReady(peer, deadline) : device_links_->Get(peer, deadline))
+                : (if_ready ? links_->GetIfReady(pool_ranks_[peer], deadline) : links_->Get(pool_ranks_[peer], deadline));
+  if (connection.ok() && connection.value() != nullptr) device_connections_[peer] = connection.value();
   return connection;
 }
 
@@ -391,6 +423,7 @@ void Communicator::Break(const Status& error) {
     }
   }
   links_->Abort(error);
+  if (LinkPool* device_links = device_links_live_.load()) device_links->Abort(error);
 }
 
 Status Communicator::AsyncError() const {
@@ -417,6 +450,7 @@ void Communicator::Abort() {
   if (!broken_by.ok()) {
     // Already broken (and its cause published); the abort only makes sure nothing waits.
     links_->Abort(broken_by);
+    if (LinkPool* device_links = device_links_live_.load()) device_links->Abort(broken_by);
     if (auto* queue = device_work_live_.load()) queue->ReleaseAll();
     return;
   }
@@ -896,7 +930,7 @@ Status Communicator::RunOperation(algorithms::TagSpace space, uint64_t sequence,
   const auto scratch = [this](size_t bytes) { return Scratch(bytes); };
   const algorithms::CollectiveContext ctx{
       rank_, size_, algorithms::OperationSequence(space, sequence), config_.chunk_bytes, deadline,
-      {connections_.data(), connection},
+      {__builtin_expect(OnDeviceLinks(), 0) ? device_connections_.data() : connections_.data(), connection},
       scratch,
       &topology_,
   };
@@ -1343,6 +1377,7 @@ namespace braid {
 Result<device_path::DeviceWorkQueue*> Communicator::DeviceWorkLocked() {
   if (device_work_ != nullptr) return device_work_.get();
   BRAID_ASSIGN_OR_RETURN(device::Device* device, device_path::ProcessDevice());
+  BRAID_RETURN_IF_ERROR(MakeDeviceLinksLocked(device));
   device_path::DeviceWorkQueue::Options options;
   options.rank = rank_;
   options.timeout_ms = config_.timeout_ms;
@@ -1357,8 +1392,80 @@ Result<device_path::DeviceWorkQueue*> Communicator::DeviceWorkLocked() {
   device_work_ = std::move(made).value();
   device_work_live_.store(device_work_.get(), std::memory_order_release);
   BRAID_LOG(kInfo, rank_) << "device path: own stream on " << device->Describe()
-                          << ", progress thread started (host transports over pinned staging)";
+                          << ", progress thread started (pinned staging over "
+                          << (device_links_ != nullptr ? "cuda_ipc to this host's ranks, the host transports beyond"
+                                                       : "the host transports")
+                          << ")";
   return device_work_.get();
+}
+
+Status Communicator::LinkDevicePeers(const std::vector<int>& peers) {
+  if (device_links_live_.load(std::memory_order_acquire) == nullptr) return Status::Ok();
+  std::vector<int> wanted = peers;
+  if (wanted.empty()) {
+    for (int r = 0; r < size_; ++r) wanted.push_back(r);
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::lock_guard<LightLock> lock(op_mutex_);
+  BRAID_RETURN_IF_ERROR(CheckUsable());
+  const transport::Transport& cuda_ipc = *device_links_->transports().front();
+  const transport::PeerInfo self = PeerInfoOf(rank_, peers_[rank_]);
+  const Deadline deadline = OperationDeadline(config_.timeout_ms);
+  for (int peer : wanted) {
+    if (peer == rank_ || device_connections_[peer] != nullptr) continue;
+    if (!cuda_ipc.CanConnect(self, PeerInfoOf(peer, peers_[peer]))) continue;
+    auto linked = device_links_->Get(peer, deadline);
+    if (!linked.ok()) {
+      Status error = linked.status().WithContext("device work");
+      Break(error);
+      return AsyncError();
+    }
+    device_connections_[peer] = linked.value();
+  }
+  return Status::Ok();
+}
+
+Status Communicator::MakeDeviceLinksLocked(device::Device* device) {
+  if (device_links_ != nullptr || size_ == 1) return Status::Ok();
+  const std::string who = "rank " + std::to_string(rank_) + ": device links";
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> names, transport::SelectTransportNames(config_.transports));
+  if (std::find(names.begin(), names.end(), "cuda_ipc") == names.end()) return Status::Ok();
+  const transport::TransportFactory* factory = nullptr;
+  for (const auto& f : transport::TransportFactories()) {
+    if (std::string(f.name) == "cuda_ipc") factory = &f;
+  }
+  if (factory == nullptr || factory->create == nullptr) return Status::Ok();
+  transport::TransportContext context;
+  context.rank = rank_;
+  context.size = size_;
+  context.comm_id = comm_id_;
+  context.secret = secret_;
+  context.config = config_;
+  // The process device lives until the process exits (process_device.h): nothing to free.
+  context.device = std::shared_ptr<device::Device>(device, [](device::Device*) {});
+  auto created = factory->create(context);
+  if (!created.ok()) return created.status().WithContext(who + ": creating the cuda_ipc transport");
+  if (created.value() == nullptr) return Status::Ok();  // not available here
+  // Every rank publishes its address at its first device call; a peer reads it when it first
+  // links (waiting for it, within the operation's deadline, if this rank has not got there yet).
+  rendezvous::PeerRecord record = peers_[rank_];
+  record.addresses = {{"cuda_ipc", created.value()->LocalAddress()}};
+  BRAID_RETURN_IF_ERROR(store_->Set("device_links/" + std::to_string(rank_), record.Serialize(),
+                                    Deadline::AfterMs(config_.timeout_ms))
+                            .WithContext(who + ": publishing the cuda_ipc address"));
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  transports.push_back(std::move(created).value());
+  PeerRecordSource records = [store = store_](int peer, Deadline deadline) -> Result<rendezvous::PeerRecord> {
+    auto text = store->Get("device_links/" + std::to_string(peer), deadline);
+    if (!text.ok()) return text.status().WithContext("reading rank " + std::to_string(peer) + "'s device links record");
+    return rendezvous::PeerRecord::Parse(text.value());
+  };
+  device_links_ = std::make_unique<LinkPool>(rank_, peers_, std::move(transports), std::move(records));
+  device_links_->AddCommunicator();
+  device_connections_.assign(static_cast<size_t>(size_), nullptr);
+  device_links_live_.store(device_links_.get(), std::memory_order_release);
+  return Status::Ok();
 }
 
 Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, void* stream) {
@@ -1367,6 +1474,8 @@ Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, v
   BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
   return queue->Enqueue(device_path::StageCollective(args, rank_, size_, config_.device_chunk_bytes,
                                                      [this](const algorithms::CollectiveArgs& host) {
+                                                       DeviceWorkScope scope(this);
+                                                       BRAID_RETURN_IF_ERROR(LinkDevicePeers({}));
                                                        return RunCollective(host);
                                                      }),
                         stream);
@@ -1380,6 +1489,10 @@ Status Communicator::EnqueuePointToPoint(const std::vector<PeerTransfer>& transf
   for (const PeerTransfer& t : transfers) staged.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});
   return queue->Enqueue(device_path::StageTransfers(staged,
                                                     [this](const std::vector<device_path::Transfer>& host) {
+                                                      DeviceWorkScope scope(this);
+                                                      std::vector<int> peers;
+                                                      for (const auto& t : host) peers.push_back(t.peer);
+                                                      BRAID_RETURN_IF_ERROR(LinkDevicePeers(peers));
                                                       std::vector<PeerTransfer> batch;
                                                       for (const auto& t : host) {
                                                         batch.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});

@@ -251,6 +251,26 @@ class Communicator {
   Result<transport::Connection*> GetConnection(int peer, Deadline deadline);
   // LinkPool::GetIfReady for this communicator's `peer`; records a link it returns.
   Result<transport::Connection*> GetConnectionIfReady(int peer, Deadline deadline);
+  // Whether the caller runs a host part of this communicator's device work (the progress thread
+  // inside a staged step), whose links are device_connections_. One relaxed load where this
+  // communicator has no device links.
+  bool OnDeviceLinks() const;
+  // GetConnection / GetConnectionIfReady (`if_ready`) for device work: over device_links_ where
+  // its cuda_ipc transport can reach `peer` (a rank of this host), else over links_; records the
+  // link in device_connections_.
+  Result<transport::Connection*> GetDeviceConnection(int peer, Deadline deadline, bool if_ready);
+  // device_links_, made with the device work queue: the cuda_ipc transport over `device`, its
+  // address published under this communicator's store ("device_links/<rank>"). Leaves it null
+  // where BRAID_TRANSPORTS excludes cuda_ipc, the job has one rank, or the transport is not
+  // available. Caller holds device_mutex_.
+  Status MakeDeviceLinksLocked(device::Device* device);
+  // Before a staged step on the progress thread: links device_links_ to every rank of this host
+  // among `peers` (empty: all ranks) not linked yet, in increasing rank order. Why up front and in
+  // that order: a cuda_ipc link is made by both ranks inside Connect at once (each offers the
+  // other an inbox), so ranks that each waited for one neighbour in a ring would wait for each
+  // other forever; linking in rank order always completes (the lowest unlinked pair is the first
+  // wish of both its ranks). A failure breaks the communicator.
+  Status LinkDevicePeers(const std::vector<int>& peers);
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held, twice per
   // operation: inline, and the usable case builds no message (WhyUnusable does, when not).
@@ -315,7 +335,15 @@ class Communicator {
 
   // Device work (core/device_path). Lock order: device_mutex_ is taken without op_mutex_ (an
   // enqueue never waits for a running operation) and before error_mutex_ (through Break).
-  std::mutex device_mutex_;  // serialises enqueues; guards device_work_
+  std::mutex device_mutex_;  // serialises enqueues; guards device_work_ and device_links_
+  // The links device work takes to the ranks of this host: cuda_ipc, whose rings are device
+  // memory (transport/cuda_ipc), made on the first device call; peers it cannot reach go over
+  // links_. Host-buffer calls never use them, so a communicator that never sees a device buffer
+  // keeps exactly its transports. Declared before device_work_: the progress thread uses them.
+  std::unique_ptr<LinkPool> device_links_;
+  std::atomic<LinkPool*> device_links_live_{nullptr};  // for Break and the host path's one look
+  // As connections_, for the progress thread's operations; guarded by op_mutex_.
+  std::vector<transport::Connection*> device_connections_;
   std::unique_ptr<device_path::DeviceWorkQueue> device_work_;
   // device_work_'s pointer once made, for the host path's and Abort's lock-free look.
   std::atomic<device_path::DeviceWorkQueue*> device_work_live_{nullptr};

@@ -1,8 +1,10 @@
 // Every collective and send/recv on CUDA device buffers through braid.h, on the one GPU, at 1, 2,
 // 4 and 8 ranks, as processes and as threads: the checks CI runs on the simulated device
 // (tests/core/device_path/device_checks.h), here on the real CUDA device (//bindings/c:braid_cuda
-// registers it). Each job also runs pipelined (BRAID_DEVICE_CHUNK_BYTES small: 64 KiB steps, an
-// odd count, so every message is several steps with boundaries inside it) at 2 and 4 ranks. Exit
+// registers it). Device work links the ranks over cuda_ipc (every transport allowed); the jobs
+// are run again pipelined (BRAID_DEVICE_CHUNK_BYTES small: 64 KiB steps, an odd count, so every
+// message is several steps with boundaries inside it) at 2 and 4 ranks over shm only
+// (BRAID_TRANSPORTS ^cuda_ipc), so a failure names which of the two it is. Exit
 // 0 passed, 1 failed, 77 no device. --quick (under compute-sanitizer): 1 and 2 ranks, a smaller
 // count, pipelined in 1000-byte steps at 2 ranks.
 //
@@ -46,14 +48,16 @@ bool DeviceInChild() {
 
 // One job: `size` ranks of one communicator, each running every device check on its own stream,
 // then (processes only: threads would share it) the NULL stream. `chunk_bytes`: the
-// communicator's deviceChunkBytes (BRAID_CONFIG_UNDEF_INT: the default).
-std::vector<std::string> RunJob(int size, bool processes, size_t count, int chunk_bytes) {
+// communicator's deviceChunkBytes (BRAID_CONFIG_UNDEF_INT: the default); `transports`: its
+// BRAID_TRANSPORTS (null: every transport).
+std::vector<std::string> RunJob(int size, bool processes, size_t count, int chunk_bytes, const char* transports) {
   braidUniqueId id;
   if (braidGetUniqueId(&id) != braidSuccess) return {std::string("braidGetUniqueId: ") + braidGetLastError(nullptr)};
   auto body = [&](int rank, int n) -> std::string {
     braidConfig_t config = BRAID_CONFIG_INITIALIZER;
     config.timeoutMs = 120000;
     config.deviceChunkBytes = chunk_bytes;
+    config.transports = transports;
     braidComm_t comm = nullptr;
     if (braidCommInitRankConfig(&comm, n, id, rank, &config) != braidSuccess) {
       return std::string("init: ") + braidGetLastError(nullptr);
@@ -103,10 +107,11 @@ int main(int argc, char** argv) {
           continue;
         }
         const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads") +
-                                (pipelined ? ", pipelined in " + std::to_string(pipelined_chunk) + "-byte steps" : "");
+                                (pipelined ? ", pipelined in " + std::to_string(pipelined_chunk) + "-byte steps over shm"
+                                           : ", cuda_ipc");
         const std::string failures = braid::testing::Failures(
-            pipelined ? RunJob(size, processes, pipelined_count, pipelined_chunk)
-                      : RunJob(size, processes, count, BRAID_CONFIG_UNDEF_INT));
+            pipelined ? RunJob(size, processes, pipelined_count, pipelined_chunk, "^cuda_ipc")
+                      : RunJob(size, processes, count, BRAID_CONFIG_UNDEF_INT, nullptr));
         checks.Expect(failures.empty(), job + ": " + failures);
         std::printf("%s: %s: %s\n", kName, job.c_str(), failures.empty() ? "ok" : "FAILED");
         std::fflush(stdout);

@@ -22,6 +22,7 @@
 #include "core/device/simulated_device.h"
 #include "core/device_path/simulated_for_tests.h"
 #include "tests/collectives/collective_checks.h"
+#include "tests/core/device/shareable_mappings.h"
 #include "tests/core/device_path/device_checks.h"
 #include "tests/harness/communicator.h"
 
@@ -40,7 +41,8 @@ TEST_CASE("every collective and send/recv on simulated device buffers", "[device
   REQUIRE(sim->IsSimulation());
   const int size = GENERATE(2, 3, 4);
   const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
-  const char* transports = GENERATE("shm", "tcp");
+  // "": every transport, so device work links this host's ranks over cuda_ipc.
+  const char* transports = GENERATE("shm", "tcp", "");
   const bool pipelined = GENERATE(false, true);
   CommJob job;
   job.size = size;
@@ -146,6 +148,40 @@ TEST_CASE("a negative deviceChunkBytes is refused, naming the field", "[device_p
   CHECK(Contains(braidGetLastError(nullptr), "deviceChunkBytes"));
 }
 
+TEST_CASE("device work links this host's ranks over cuda_ipc; host work keeps its transports", "[device_path]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  // "": every transport (cuda_ipc then available to device work); "^cuda_ipc": excluded.
+  const char* transports = GENERATE("", "^cuda_ipc");
+  const bool cuda_ipc = std::string(transports).empty();
+  CommJob job;
+  job.size = 3;
+  job.ranks = Ranks::kProcesses;  // one process per rank: its maps are its own links
+  job.config.transports = transports;
+  INFO(Describe(job));
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
+    Call call;
+    call.count = 4099;
+    // Host buffers first: a communicator that has seen no device buffer maps no device memory.
+    std::string wrong = RunAndCheck(comm, rank, n, call);
+    if (!wrong.empty()) return "host allreduce: " + wrong;
+    if (ShareableMappings() != 0) return "host work mapped shareable (cuda_ipc) memory";
+    auto stream = sim->NewStream();
+    if (!stream.ok()) return "NewStream: " + stream.status().ToString();
+    wrong = RunDeviceCheck(comm, rank, n, call, *sim, stream.value().get());
+    if (!wrong.empty()) return "device allreduce: " + wrong;
+    const int mapped = ShareableMappings();
+    // Two ring neighbours on this host, an inbox each way with each: 4 mappings; none without.
+    if (cuda_ipc && mapped != 4) return "device work mapped " + std::to_string(mapped) + " shareable regions, not 4";
+    if (!cuda_ipc && mapped != 0) return "cuda_ipc was excluded, yet " + std::to_string(mapped) + " regions are mapped";
+    // Host work after device work: still right, and still over its own links.
+    wrong = RunAndCheck(comm, rank, n, call);
+    if (!wrong.empty()) return "host allreduce after device work: " + wrong;
+    if (ShareableMappings() != mapped) return "host work changed the shareable mappings";
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
 TEST_CASE("host buffers with a NULL stream keep the host path while a device exists", "[device_path]") {
   device_path::UseSimulatedDeviceForTesting();
   CommJob job;
@@ -247,7 +283,11 @@ TEST_CASE("abort releases a stream blocked on a peer that never comes", "[device
 
 TEST_CASE("a lost peer during device work reaches braidCommGetAsyncError naming the rank", "[device_path]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
-  const char* transports = GENERATE("shm", "tcp");
+  // "": every transport, so the device work's links are cuda_ipc; rank 1 then dies after a first
+  // device allreduce has linked it (before, its peers would wait for its cuda_ipc address until
+  // the timeout), so the loss is seen on live cuda_ipc links.
+  const char* transports = GENERATE("shm", "tcp", "");
+  const bool die_after_first = std::string(transports).empty();
   CommJob job;
   job.size = 3;
   job.ranks = Ranks::kProcesses;
@@ -256,11 +296,17 @@ TEST_CASE("a lost peer during device work reaches braidCommGetAsyncError naming 
   job.config.deviceChunkBytes = 4096;  // the allreduce below in 8 pipelined steps
   INFO(Describe(job));
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
-    if (rank == 1) kill(getpid(), SIGKILL);
+    if (rank == 1 && !die_after_first) kill(getpid(), SIGKILL);
     auto dev = sim->Allocate(1 << 16);
     auto stream = sim->NewStream();
     if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
     void* d = dev.value()->data();
+    if (die_after_first) {
+      BRAID_TRY(braidAllReduce(d, d, 8192, braidFloat32, braidSum, comm, stream.value()->native()), "first allreduce");
+      Status first = stream.value()->Synchronize(Deadline::AfterMs(20000));
+      if (!first.ok()) return "first allreduce: " + first.ToString();
+      if (rank == 1) kill(getpid(), SIGKILL);
+    }
     BRAID_TRY(braidAllReduce(d, d, 8192, braidFloat32, braidSum, comm, stream.value()->native()), "allreduce");
     // Released by the progress thread once the collective fails (never left blocked).
     Status synced = stream.value()->Synchronize(Deadline::AfterMs(20000));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/device/simulated_device.h"
+#include "tests/core/device/shareable_mappings.h"
 #include "tests/harness/multi_rank.h"
 #include "transport/cuda_ipc/cuda_ipc_transport.h"
 
@@ -28,6 +29,7 @@ namespace braid::transport::cuda_ipc {
 namespace {
 
 using braid::testing::Failures;
+using braid::testing::ShareableMappings;
 using braid::testing::RunProcesses;
 
 constexpr int64_t kTimeoutMs = 20000;
@@ -97,15 +99,6 @@ std::vector<uint8_t> Pattern(size_t bytes, int src, int dst) {
     data[i] = static_cast<uint8_t>(x >> 56);
   }
   return data;
-}
-
-// Mappings of simulated shareable memory in this process (the simulation names its memfds).
-int ShareableMappings() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  int count = 0;
-  while (std::getline(maps, line)) count += line.find("braid-simulated-shareable") != std::string::npos;
-  return count;
 }
 
 TEST_CASE("cuda_ipc on the simulated device: processes map each other's staging memory and "
