@@ -73,17 +73,11 @@ algorithms::LinkModel JobLinkModel(const algorithms::Calibration& calibration,
     }
   }
   const rendezvous::HostLoad load = rendezvous::BusiestHost(peers);
-  algorithms::LinkModel link = algorithms::DefaultLinkModel(
-      calibration, slowest >= 0 ? transports[slowest]->name() : nullptr, load.oversubscribed,
-      load.ranks_per_cpu);
-  // Inside a host ranks link over shared memory: what the two-level algorithms' intra-host
-  // phases are priced with (algorithms/hierarchical.h).
-  const algorithms::LinkModel inside =
-      calibration.Model("shm", load.oversubscribed, load.ranks_per_cpu);
-  link.intra_host_latency_us = inside.latency_us;
-  link.intra_host_bandwidth_gbps = inside.bandwidth_gbps;
-  link.intra_host_reduces_on_receive = inside.reduces_on_receive;
-  return link;
+  // The model also carries shared memory's numbers for the phases inside a host
+  // (LinkModel::intra_host_*, set by Calibration::Model).
+  return algorithms::DefaultLinkModel(calibration,
+                                      slowest >= 0 ? transports[slowest]->name() : nullptr,
+                                      load.oversubscribed, load.ranks_per_cpu);
 }
 
 // Which ranks share a host: one kernel and one network namespace (rendezvous::HostKey).
