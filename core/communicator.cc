@@ -1411,11 +1411,30 @@ Status Communicator::LinkDevicePeers(const std::vector<int>& peers) {
     if (!cuda_ipc.CanConnect(self, PeerInfoOf(peer, peers_[peer]))) continue;
     auto linked = device_links_->Get(peer, deadline);
     if (!linked.ok()) {
-      Status error = linked.status().WithContext("device work");
+      // As an operation's failure: explained (the root cause published and read, so every rank
+      // names the rank that failed first, not the one that closed on it next), then breaking.
+      const Status error = ExplainFailure(
+          linked.status().WithContext("device work"),
+          peers.empty() ? algorithms::TagSpace::kCollective : algorithms::TagSpace::kPointToPoint, next_sequence_,
+          "device links");
       Break(error);
       return AsyncError();
     }
     device_connections_[peer] = linked.value();
+  }
+  return Status::Ok();
+}
+
+Status Communicator::LinksStillUp() {
+  if (broken_.load()) return AsyncError();
+  for (transport::Connection* link : connections_) {
+    if (link == nullptr) continue;
+    auto probed = link->Probe();
+    // A lost peer (kRemoteError) or a closed link (kAborted); anything else (a receive pending,
+    // a transport that cannot look ahead) says nothing about the peer.
+    if (!probed.ok() && (probed.status().code() == Code::kRemoteError || probed.status().code() == Code::kAborted)) {
+      return probed.status();
+    }
   }
   return Status::Ok();
 }
@@ -1450,10 +1469,21 @@ Status Communicator::MakeDeviceLinksLocked(device::Device* device) {
                             .WithContext(who + ": publishing the cuda_ipc address"));
   std::vector<std::unique_ptr<transport::Transport>> transports;
   transports.push_back(std::move(created).value());
-  PeerRecordSource records = [store = store_](int peer, Deadline deadline) -> Result<rendezvous::PeerRecord> {
-    auto text = store->Get("device_links/" + std::to_string(peer), deadline);
-    if (!text.ok()) return text.status().WithContext("reading rank " + std::to_string(peer) + "'s device links record");
-    return rendezvous::PeerRecord::Parse(text.value());
+  // Read when the link is first made, on the progress thread under op_mutex_.
+  PeerRecordSource records = [this](int peer, Deadline deadline) -> Result<rendezvous::PeerRecord> {
+    const std::string key = "device_links/" + std::to_string(peer);
+    for (;;) {
+      // In slices: a rank that died before its first device call never publishes, and its
+      // peers learn of it through the links that saw it go instead of at the deadline.
+      const Deadline slice(std::min(deadline.when(), Deadline::AfterMs(200).when()));
+      auto text = store_->Get(key, slice);
+      if (text.ok()) return rendezvous::PeerRecord::Parse(text.value());
+      if (text.status().code() != Code::kTimeout || deadline.Expired()) {
+        return text.status().WithContext("reading rank " + std::to_string(peer) + "'s device links record");
+      }
+      BRAID_RETURN_IF_ERROR(LinksStillUp().WithContext("waiting for rank " + std::to_string(peer) +
+                                                       "'s device links record"));
+    }
   };
   device_links_ = std::make_unique<LinkPool>(rank_, peers_, std::move(transports), std::move(records));
   device_links_->AddCommunicator();

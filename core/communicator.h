@@ -271,6 +271,9 @@ class Communicator {
   // other forever; linking in rank order always completes (the lowest unlinked pair is the first
   // wish of both its ranks). A failure breaks the communicator.
   Status LinkDevicePeers(const std::vector<int>& peers);
+  // While device links wait for a peer's address: an error if this communicator is broken or
+  // one of its links (connections_) has lost its peer. Caller holds op_mutex_.
+  Status LinksStillUp();
   Status CopyToSelf(const std::vector<PeerTransfer>& transfers) const;
   // OK unless the communicator is broken or finalized. Called with op_mutex_ held, twice per
   // operation: inline, and the usable case builds no message (WhyUnusable does, when not).

@@ -283,11 +283,14 @@ TEST_CASE("abort releases a stream blocked on a peer that never comes", "[device
 
 TEST_CASE("a lost peer during device work reaches braidCommGetAsyncError naming the rank", "[device_path]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
-  // "": every transport, so the device work's links are cuda_ipc; rank 1 then dies after a first
-  // device allreduce has linked it (before, its peers would wait for its cuda_ipc address until
-  // the timeout), so the loss is seen on live cuda_ipc links.
-  const char* transports = GENERATE("shm", "tcp", "");
-  const bool die_after_first = std::string(transports).empty();
+  // "": every transport, so the device work's links are cuda_ipc. Rank 1 dies before its first
+  // call (its peers wait for its cuda_ipc address and must learn of the loss from their other
+  // links, well inside the timeout), or after a first device allreduce has linked it (the loss
+  // is seen on live cuda_ipc links).
+  const auto kill_point = GENERATE(std::make_pair("shm", false), std::make_pair("tcp", false),
+                                   std::make_pair("", false), std::make_pair("", true));
+  const char* transports = kill_point.first;
+  const bool die_after_first = kill_point.second;
   CommJob job;
   job.size = 3;
   job.ranks = Ranks::kProcesses;
