@@ -8,8 +8,9 @@
 // sends waits on anyone: its whole reduce-scatter leaves from its own send buffer as soon as it
 // runs, and its all-gather from its own reduced shard. A rank that gets a core does all the
 // work it can. The bytes are the ring's (each rank sends and receives 2(n-1)/n of the buffer and
-// reduces (n-1)/n of it), so with a core per rank the ring or rhd keep the tie; the selector
-// prices the difference (TwoShotAllReduceCost).
+// reduces (n-1)/n of it), so with a core per rank the ring or rhd keep the tie. Measured, it wins
+// where ranks are bound two to a core and not where they float (TwoShotAllReduceCost): the
+// selector leaves it to BRAID_ALGO.
 //
 // The two rounds:
 //   reduce-scatter  shard p (the p-th of n nearly equal runs of elements) is reduced by rank p.
@@ -41,7 +42,6 @@
 #include <limits>
 #include <memory>
 
-#include "algorithms/cost_model.h"
 #include "algorithms/fan_primitives.h"
 #include "algorithms/reduce_sink.h"
 #include "kernels/cpu/reduce.h"
@@ -127,27 +127,17 @@ Status RunTwoShotAllReduce(const CollectiveContext& ctx, const CollectiveArgs& a
   return TwoShotAllReduce(ctx, args.sendbuf, args.recvbuf, args.count, args.type, args.op);
 }
 
-// Two message steps, the ring's transfers and reduction, and per rank 2(n-1) messages in flight
-// at the fan-out price plus one chunk message per slice. Where ranks take turns on the cores, the
-// ring and rhd pay a scheduling round per step (DefaultLinkModel's shared-cores latency), which
-// is what two rounds save. Across hosts every rank sends most of its share to other hosts, all of
-// a host's ranks through its one link at once, which is what the ring avoids.
-double TwoShotAllReduceCost(const LinkModel& link, int n, size_t bytes) {
-  if (n <= 1) return 0;
-  // With a core per rank nothing waits for a rank to be scheduled, and the ring and rhd move the
-  // same bytes: not measured ahead there, so not offered.
-  if (!link.shared_cores) return std::numeric_limits<double>::infinity();
-  const double b = static_cast<double>(bytes);
-  const double share = static_cast<double>(n - 1) / n * b;
-  const double shard = b / n;
-  double through_link = share;
-  if (link.hosts > 1 && link.ranks_per_host > 1 && link.ranks_per_host < n) {
-    const double local = link.ranks_per_host;
-    through_link = share * (n - local) / (n - 1) * local;
-  }
-  return 2 * link.latency_us + 2 * (n - 1) * link.fan_out_us +
-         2 * cost::Transfer(link, through_link) + cost::PipelinedReduce(link, share, shard) +
-         cost::ChunkMessages(link, n - 1, shard) + (n - 1) * link.message_us;
+// Not priced: the selector never picks it, BRAID_ALGO=allreduce:twoshot forces it. Why: what it
+// wins depends on whether the ranks are bound to CPUs, which the link model does not know.
+// Measured quietly on the 2-core VM (2026-11-25, all_reduce_perf, median of 3 launches, out of
+// place / in place, ms): 4 ranks bound two to a core (braidrun's default), 8 MiB 4.7 / 4.3
+// against rhd's 5.5 / 5.3, 16 MiB 10.6 / 10.2 against 14.6 / 13.6, level at 64 MiB; 4 unbound
+// ranks (torchrun, mp.spawn) 2 MiB 1.12 / 0.78 against 0.76 / 0.48, level at 4-16 MiB, 64 MiB
+// 62 / 57 against 54 / 45; 3 unbound ranks behind rhd from 8 MiB; 2 ranks with a core each
+// level or behind at every size (docs/ALGORITHMS.md). A model that priced it ahead of rhd would
+// have slowed the unbound jobs, PyTorch's, to speed up the bound ones.
+double TwoShotAllReduceCost(const LinkModel& /*link*/, int n, size_t /*bytes*/) {
+  return n <= 1 ? 0 : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace braid::algorithms

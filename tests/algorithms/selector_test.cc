@@ -610,16 +610,15 @@ TEST_CASE("the choice follows the link model", "[selector][select]") {
   std::string pick = Pick(Collective::kAllReduce, 1 << 20, 6, none, slow_wire);
   CHECK(pick == "ring");
   // With expensive steps, the fewest steps win even at 1 MiB: the direct exchange's one, then
-  // the two-shot's two, then recursive doubling's log2(n).
+  // recursive doubling's log2(n) (the two-shot is never priced).
   LinkModel slow_messages;
   slow_messages.latency_us = 1e6;
   pick = Pick(Collective::kAllReduce, 1 << 20, 16, none, slow_messages);
   CHECK(pick == "direct");
   pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:^direct"), slow_messages);
-  CHECK(pick == "twoshot");
-  pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:^direct,twoshot"),
-              slow_messages);
   CHECK(pick == "rd");
+  pick = Pick(Collective::kAllReduce, 1 << 20, 16, MustParse("allreduce:twoshot"), slow_messages);
+  CHECK(pick == "twoshot");
 }
 
 TEST_CASE("the direct allreduce pays for every rank sharing a core and every message in flight",
@@ -674,8 +673,8 @@ TEST_CASE("every cost function is finite, non-negative and grows with size", "[s
           CHECK(std::isinf(cost));
           continue;
         }
-        if (std::string(a.name) == "twoshot" && !link.shared_cores && n > 1) {
-          // Offered only where ranks share cores (algorithms/allreduce_two_shot.cc).
+        if (std::string(a.name) == "twoshot" && n > 1) {
+          // Only forced, never priced (algorithms/allreduce_two_shot.cc).
           CHECK(std::isinf(cost));
           continue;
         }
