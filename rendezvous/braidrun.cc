@@ -66,7 +66,7 @@ const char kUsage[] =
     "  --no-prefix              do not prefix output lines with \"[rank] \"\n"
     "  --bind-to auto|none|core core: bind local rank r to the r-th CPU braidrun may use\n"
     "                           (wrapping); auto (default): to the r-th block of CPUs/ranks of\n"
-    "                           them, one CPU each once the ranks outnumber the CPUs\n"
+    "                           them; unbound once the ranks outnumber the CPUs\n"
     "  -h, --help               this text\n"
     "\n"
     "Each rank gets MASTER_ADDR, MASTER_PORT, RANK (= K*N + local rank), WORLD_SIZE (= M*N),\n"

@@ -28,9 +28,9 @@ std::vector<int> CpusForRank(BindPolicy policy, int local_rank, int local_ranks,
                              const std::vector<int>& cpus) {
   if (cpus.empty() || policy == BindPolicy::kNone || local_ranks < 1) return {};
   const size_t count = cpus.size();
-  if (policy == BindPolicy::kCore || static_cast<size_t>(local_ranks) > count) {
-    return {cpus[static_cast<size_t>(local_rank) % count]};
-  }
+  if (policy == BindPolicy::kCore) return {cpus[static_cast<size_t>(local_rank) % count]};
+  // auto past one rank per CPU: unbound (cpu_binding.h says why).
+  if (static_cast<size_t>(local_ranks) > count) return {};
   // auto with a CPU or more per rank: rank r takes the r-th block of count / local_ranks.
   const size_t share = count / static_cast<size_t>(local_ranks);
   const auto first =

@@ -1,20 +1,24 @@
 // CPU binding for the ranks braidrun starts (`--bind-to`), as mpirun's --bind-to core.
 //
 // Why bind: a rank the kernel moves between cores, or places on the core its peer is using, loses
-// its turn. When a node runs more ranks than it has CPUs, the ranks take turns on the cores; bound
-// one per core in rank order (rank r on the r-th allowed CPU, wrapping), the same ranks always
-// share a core and each small message costs one hand-over, not a migration: 4 ranks on 2 cores,
-// 8-byte allreduce 8.9-11.3 us unbound vs 6.4-7.2 us bound (docs/PERFORMANCE.md). With a CPU per
-// rank the same holds as soon as anything else runs beside the job: with one busy process beside
-// a 2-rank job on 2 cores, an 8-byte allreduce took ~100 us unbound (the two ranks and the busy
-// loop pass the cores around) against 0.23 us bound (Open MPI, which binds by default: 0.56 us
-// bound, 2 ms unbound; issue 24, bench/contention.sh measures it).
+// its turn. With a CPU per rank that happens as soon as anything else runs beside the job: with
+// one busy process beside a 2-rank job on 2 cores, an 8-byte allreduce took ~100 us unbound (the
+// two ranks and the busy loop pass the cores around) against 0.23 us bound (Open MPI, which binds
+// by default: 0.56 us bound, 2 ms unbound; issue 24, bench/contention.sh measures it).
+//
+// Why `auto` does not bind past one rank per CPU: there the ranks take turns on the cores either
+// way, and a rank pinned to a core that something else also wants cannot move away. Quiet, 4 ranks
+// on 2 cores (bench/contention.sh, docs/PERFORMANCE.md): alone, binding one per core is 1.4x
+// faster (8 B 3.5 against 4.9 us, 16 MiB 10.8 against 15.7 ms); beside one busy process it is
+// 200x slower at 8 B (1898 against 9.2 us) and 1.7x at 16 MiB (31 against 18 ms). Unbound loses
+// least, as Open MPI's default does there (it binds nothing once oversubscribed). `core` still
+// binds one per core, wrapping, for a job that knows it has the node to itself.
 //
 // Why the default binds to a share rather than one core: a multithreaded rank (a PyTorch process
 // and its intra-op threads) bound to one core loses all the others. So `auto` gives each local
 // rank its own block of CPUs/ranks consecutive allowed CPUs (one each when ranks match CPUs, 8
 // each for 2 ranks on 16): the ranks never share a core with each other and keep every CPU of the
-// node between them. Past one rank per CPU it binds one per core, wrapping, as `core` does.
+// node between them. Past one rank per CPU it binds nothing.
 //
 // Why the spawning thread's mask: a child inherits the affinity of the thread that spawns it, so
 // setting it around posix_spawn binds the rank from its first instruction, before it can start
@@ -31,7 +35,7 @@
 namespace braid::rendezvous {
 
 enum class BindPolicy {
-  kAuto,  // a block of CPUs/ranks CPUs per rank; core when the ranks outnumber the CPUs (default)
+  kAuto,  // a block of CPUs/ranks CPUs per rank; none when the ranks outnumber the CPUs (default)
   kNone,
   kCore,
 };

@@ -6,18 +6,19 @@
 // per rank both copy at once and a ring that stays in the caches wins (1 MiB: two rings fit in
 // L2/L3). With more ranks than CPUs, a rank that finds the ring full has to hand its CPU over, so
 // every ring's worth of data costs a context switch or a sleep, and when the scheduler has put
-// the two ends of a link on one CPU, nothing moves on that link until they take turns. braidrun
-// (its --bind-to auto) pins such ranks round-robin, so ring neighbours sit on different CPUs and
-// the small ring keeps every hand-over cache-hot; ranks nobody pinned (torch.multiprocessing,
-// torchrun, a plain fork) go wherever the scheduler puts them. Measured on the 2-CPU development
+// the two ends of a link on one CPU, nothing moves on that link until they take turns.
+// `braidrun --bind-to core` pins such ranks round-robin, so ring neighbours sit on different CPUs
+// and the small ring keeps every hand-over cache-hot; ranks nobody pinned (torch.multiprocessing,
+// torchrun, a plain fork, and braidrun's default past one rank per CPU, rendezvous/cpu_binding.h)
+// go wherever the scheduler puts them. Measured on the 2-CPU development
 // VM with 4 ranks under SCHED_FIFO, beside other engineers' builds (docs/PERFORMANCE_HISTORY.md,
 // "Four ranks on two CPUs"), the machine alternated within minutes between two states. In one,
 // unpinned ranks ran far below pinned ones (torch's 4-rank allreduce 0.8-1.3 GB/s at 8-64 MiB,
 // the low end of the swings issue 18 saw) and 4 MiB rings took them to 1.4-3.0 GB/s (1.4-3.6x)
 // with a fifth to a third of the context switches; in the other (3.0-3.9 GB/s before) they cost
 // 1-25%, and across the three ways 4 pinned ranks can share 2 CPUs they were neutral (geometric
-// mean 1.00, cells 0.90-1.11). Pinned as braidrun pins them, 4 MiB rings cost all-gather and
-// broadcast 10-33% in the first state, so a pinned rank keeps 1 MiB.
+// mean 1.00, cells 0.90-1.11). Pinned as `--bind-to core` pins them, 4 MiB rings cost all-gather
+// and broadcast 10-33% in the first state, so a pinned rank keeps 1 MiB.
 //
 // Between thread ranks of one process large messages are copied once from the sender's buffer
 // (ShmOptions::same_process_copy_bytes), so the ring carries only small ones there: those links
