@@ -38,13 +38,6 @@ void WriteText(const std::string& path, const std::string& text) {
   REQUIRE(out.good());
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Calibration MustParse(const std::string& text, const std::string& file = "test.cal",
                       std::vector<std::string>* warnings = nullptr) {
   Result<Calibration> parsed = Calibration::Parse(text, file, warnings);
