@@ -317,6 +317,15 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(InitOptions options) 
                                     << algorithms::TwoLevelChoices(comm->selector_.policy(),
                                                                    comm->size_,
                                                                    comm->selector_.link());
+      // Without a measured tcp entry the links between hosts are priced as loopback, about as
+      // fast as shared memory, and the two-level allreduce rarely looks worth its extra phases.
+      const auto& stated = comm->calibration_->values();
+      if (stated.find("tcp") == stated.end()) {
+        BRAID_LOG(kInfo, comm->rank_)
+            << "the links between hosts are priced with tcp's built-in (loopback) numbers; "
+               "`bench/calibrate --across-hosts --write` under braidrun measures them "
+               "(docs/MULTIHOST.md)";
+      }
     }
   }
   return comm;
