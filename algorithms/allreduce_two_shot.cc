@@ -1,9 +1,9 @@
 // Two-shot allreduce ("twoshot"): a direct reduce-scatter, then a direct all-gather.
 //
-// Why: with more ranks than cores (4 ranks on the 2-core development hosts, a PyTorch job of 4
-// processes beside its own busy threads) a rank makes progress only while it runs, and the ring
-// and recursive halving chain every step on the step before: a ring's chunk passes n-1 ranks
-// one after another in each half, rhd's second halving waits for its partner's first. Each link
+// Why: with more ranks than cores (4 ranks on the 2-core development hosts) a rank makes
+// progress only while it runs, and the ring and recursive halving chain every step on the step
+// before: a ring's chunk passes n-1 ranks one after another in each half, rhd's second halving
+// waits for its partner's first. Each link
 // in such a chain is a hand-over between ranks that take turns on a core. Here nothing a rank
 // sends waits on anyone: its whole reduce-scatter leaves from its own send buffer as soon as it
 // runs, and its all-gather from its own reduced shard. A rank that gets a core does all the
