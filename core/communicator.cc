@@ -1394,6 +1394,7 @@ Result<device_path::DeviceWorkQueue*> Communicator::DeviceWorkLocked() {
   if (!made.ok()) return made.status();
   device_work_ = std::move(made).value();
   device_work_live_.store(device_work_.get(), std::memory_order_release);
+  cu_device_.store(device->Ordinal(), std::memory_order_release);
   BRAID_LOG(kInfo, rank_) << "device path: own stream on " << device->Describe()
                           << ", progress thread started (pinned staging over "
                           << (device_links_ != nullptr ? "cuda_ipc to this host's ranks, the host transports beyond"

@@ -95,6 +95,9 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
+  // The CUDA device this communicator's device work runs on, from its first device-buffer call
+  // on; -1 before that (a host-only communicator). Any thread.
+  int CuDevice() const { return cu_device_.load(std::memory_order_acquire); }
   int size() const { return size_; }
   const Config& config() const { return config_; }
 
@@ -350,6 +353,7 @@ class Communicator {
   std::unique_ptr<device_path::DeviceWorkQueue> device_work_;
   // device_work_'s pointer once made, for the host path's and Abort's lock-free look.
   std::atomic<device_path::DeviceWorkQueue*> device_work_live_{nullptr};
+  std::atomic<int> cu_device_{-1};  // CuDevice(): set with device_work_
 
   const std::function<Result<std::shared_ptr<rendezvous::Store>>()> open_store_;
   ProgressBoard progress_;

@@ -323,7 +323,7 @@ braidResult_t braidCommCuDevice(const braidComm_t comm, int* device) {
   return Guarded(comm, [&]() -> Status {
     BRAID_RETURN_IF_ERROR(braid::capi::CheckComm(comm));
     if (device == nullptr) return Status::InvalidArgument("device is NULL");
-    *device = -1;  // host-only until the CUDA issue
+    *device = comm->impl->CuDevice();
     return Status::Ok();
   });
 }

@@ -249,7 +249,9 @@ braidResult_t braidCommGetAsyncError(braidComm_t comm, braidResult_t* asyncError
 braidResult_t braidCommCount(const braidComm_t comm, int* count);
 /* This process's rank in the communicator, in [0, nranks). */
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
-braidResult_t braidCommCuDevice(const braidComm_t comm, int* device); /* -1: host-only comm */
+/* The CUDA device the communicator's device work runs on, from its first call with device
+ * buffers on; -1 before that (a host-only communicator). */
+braidResult_t braidCommCuDevice(const braidComm_t comm, int* device);
 
 /* ---- Buffer registration (ncclCommRegister / ncclCommDeregister) ----
  * Registers [buff, buff + size) with comm for zero-copy use by peers on this host, and returns an

@@ -186,6 +186,7 @@ class CudaDevice : public Device {
 
   std::string Describe() const override { return description_; }
   bool IsSimulation() const override { return false; }
+  int Ordinal() const override { return ordinal_; }
 
   Result<std::unique_ptr<Stream>> NewStream() override {
     BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));

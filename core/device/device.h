@@ -117,6 +117,9 @@ class Device {
   // "simulated device (CPU threads; not a GPU)".
   virtual std::string Describe() const = 0;
   virtual bool IsSimulation() const = 0;
+  // The CUDA device ordinal this Device drives (braidCommCuDevice reports it); the simulation
+  // says 0, as if it were the first GPU.
+  virtual int Ordinal() const = 0;
 
   virtual Result<std::unique_ptr<Stream>> NewStream() = 0;
   virtual Result<std::unique_ptr<Event>> NewEvent() = 0;

@@ -352,6 +352,7 @@ class SimDevice : public Device {
 
   std::string Describe() const override { return "simulated device (CPU threads; not a GPU)"; }
   bool IsSimulation() const override { return true; }
+  int Ordinal() const override { return 0; }
 
   Result<std::unique_ptr<Stream>> NewStream() override { return std::unique_ptr<Stream>(new SimStream()); }
   Result<std::unique_ptr<Event>> NewEvent() override { return std::unique_ptr<Event>(new SimEvent()); }

@@ -182,6 +182,34 @@ TEST_CASE("device work links this host's ranks over cuda_ipc; host work keeps it
   BRAID_CHECK_RANKS(results);
 }
 
+TEST_CASE("braidCommCuDevice: -1 until the first device call, then the device's ordinal", "[device_path]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  REQUIRE(sim->Ordinal() == 0);  // the simulation stands for the first GPU
+  CommJob job;
+  job.size = 2;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
+    int device = 7;
+    BRAID_TRY(braidCommCuDevice(comm, &device), "braidCommCuDevice before");
+    if (device != -1) return "before any device call: device " + std::to_string(device) + ", not -1";
+    // Host calls leave it host-only.
+    Call call;
+    call.coll = Coll::kAllReduce;
+    call.count = 17;
+    std::string wrong = RunAndCheck(comm, rank, n, call);
+    if (!wrong.empty()) return wrong;
+    BRAID_TRY(braidCommCuDevice(comm, &device), "braidCommCuDevice after a host call");
+    if (device != -1) return "after a host call: device " + std::to_string(device) + ", not -1";
+    auto stream = sim->NewStream();
+    if (!stream.ok()) return "NewStream: " + stream.status().ToString();
+    wrong = RunDeviceCheck(comm, rank, n, call, *sim, stream.value().get());
+    if (!wrong.empty()) return wrong;
+    BRAID_TRY(braidCommCuDevice(comm, &device), "braidCommCuDevice after a device call");
+    if (device != 0) return "after a device call: device " + std::to_string(device) + ", not 0";
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
 TEST_CASE("host buffers with a NULL stream keep the host path while a device exists", "[device_path]") {
   device_path::UseSimulatedDeviceForTesting();
   CommJob job;
