@@ -72,6 +72,12 @@ std::vector<std::string> RunJob(int size, bool processes, size_t count, int chun
         wrong = "NewStream: " + stream.status().ToString();
       } else {
         wrong = braid::testing::RunAllDeviceChecks(comm, rank, n, count, *device.value(), stream.value().get());
+        int cu_device = -2;
+        if (wrong.empty() && (braidCommCuDevice(comm, &cu_device) != braidSuccess ||
+                              cu_device != device.value()->Ordinal())) {
+          wrong = "braidCommCuDevice after device work: " + std::to_string(cu_device) + ", not " +
+                  std::to_string(device.value()->Ordinal());
+        }
         if (wrong.empty() && processes) {
           braid::testing::Call call;
           call.count = count * 3 + 1;
