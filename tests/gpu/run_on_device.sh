@@ -41,6 +41,17 @@ sanitizer=$(command -v compute-sanitizer || true)
 
 failures=0
 : > "$work/runs.tsv"
+# record_exit RC: sets `status` from an exit code (0 passed, 77 skipped: no device, else failed)
+# and counts anything but a pass in `failures`; shared with torch_and_bench_steps.sh's steps.
+record_exit() {
+  case $1 in
+    0) status=passed ;;
+    77) status=skipped ;;
+    *) status=failed ;;
+  esac
+  [ "$status" = passed ] || failures=$((failures + 1))
+}
+
 run() {  # run MODE BINARY COMMAND...
   local mode=$1 name=$2
   shift 2
@@ -49,12 +60,7 @@ run() {  # run MODE BINARY COMMAND...
   "$@" > "$work/$name.$mode.log" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  case $rc in
-    0) status=passed ;;
-    77) status=skipped ;;
-    *) status=failed ;;
-  esac
-  [ "$status" = passed ] || failures=$((failures + 1))
+  record_exit "$rc"
   local summary
   summary=$(grep -aE "^$name: [0-9]+ checks, [0-9]+ failed$|SKIPPED" "$work/$name.$mode.log" | tail -n 1)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$rc" \

@@ -35,12 +35,7 @@ step() {
   timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  case $rc in
-    0) status=passed ;;
-    77) status=skipped ;;
-    *) status=failed ;;
-  esac
-  [ "$status" = passed ] || failures=$((failures + 1))
+  record_exit "$rc"
   summary=$(grep -aE "$pattern" "$log" | tail -n 1 | tr '\t' ' ' | cut -c1-300)
   [ "$rc" = 124 ] && summary="timed out after $limit s; $summary"
   printf '%s\tstep\t%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" \
