@@ -86,6 +86,12 @@ class CudaStream : public Stream {
     return kernels::cuda::LaunchReduce(type, op, out, a, b, count, stream_);
   }
 
+  Status ReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                    size_t count) override {
+    BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+    return kernels::cuda::LaunchReduceMany(type, op, out, inputs, n, count, stream_);
+  }
+
   Status Divide(DataType type, void* buf, size_t count, int divisor) override {
     BRAID_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     return kernels::cuda::LaunchDivide(type, buf, count, divisor, stream_);

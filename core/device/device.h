@@ -88,6 +88,13 @@ class Stream {
   virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
   // out[i] = a[i] op b[i] (kAvg as kSum), as kernels/cpu/reduce.h; out may be exactly a or b.
   virtual Status Reduce(DataType type, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
+  // out[i] = inputs[0][i] op inputs[1][i] op ... op inputs[n-1][i], folded left in input order
+  // (kAvg as kSum), for 1 <= n <= kMaxReduceInputs. Why a fold in one fixed order: the direct
+  // path's ranks each reduce all ranks' chunks themselves, and must all get the same bits. out
+  // may be exactly one of the inputs (each element is read from every input before it is written).
+  static constexpr int kMaxReduceInputs = 8;  // kernels/cuda's LaunchReduceMany takes 8 a launch
+  virtual Status ReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                            size_t count) = 0;
   // buf[i] /= divisor (kAvg's last step), divisor >= 1.
   virtual Status Divide(DataType type, void* buf, size_t count, int divisor) = 0;
   // Marks the event: it completes when everything enqueued here so far has.

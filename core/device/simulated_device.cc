@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "kernels/cpu/reduce.h"
 
@@ -42,6 +43,24 @@ void PollUntil(Ready&& ready, const std::atomic<bool>& abandoned) {
       std::this_thread::sleep_for(std::chrono::microseconds(i < 1000 ? 20 : 200));
     }
   }
+}
+
+// ReduceMany's semantics on the CPU: pairwise kernels/cpu reductions in input order, so the bits
+// are a left fold of the inputs. When `out` is one of the later inputs the fold runs in a
+// temporary first, since writing `out` early would change an input still to be read.
+void FoldLeft(DataType type, ReduceOp op, void* out, const std::vector<const void*>& inputs, size_t count) {
+  const size_t bytes = count * DataTypeSize(type);
+  std::vector<uint8_t> temporary;
+  void* acc = out;
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    if (inputs[k] == out) {
+      temporary.resize(bytes);
+      acc = temporary.data();
+    }
+  }
+  if (acc != inputs[0]) std::memmove(acc, inputs[0], bytes);
+  for (size_t k = 1; k < inputs.size(); ++k) kernels::ReduceInto(type, op, acc, acc, inputs[k], count);
+  if (acc != out) std::memcpy(out, acc, bytes);
 }
 
 class SimEvent : public Event {
@@ -124,6 +143,27 @@ class SimStream : public Stream {
     }
     Enqueue(std::string("reduce ") + ReduceOpName(op) + " of " + std::to_string(count) + " " + DataTypeName(type),
             [=] { kernels::ReduceInto(type, op, out, a, b, count); });
+    return Status::Ok();
+  }
+
+  Status ReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                    size_t count) override {
+    if (!IsValidDataType(static_cast<int>(type)) || !IsValidReduceOp(static_cast<int>(op))) {
+      return Status::InvalidArgument("simulated stream reduce-many: invalid datatype or op");
+    }
+    if (n < 1 || n > kMaxReduceInputs) {
+      return Status::InvalidArgument("simulated stream reduce-many: " + std::to_string(n) + " inputs (1 to " +
+                                     std::to_string(kMaxReduceInputs) + ")");
+    }
+    if (count == 0) return Status::Ok();
+    if (out == nullptr || inputs == nullptr) return Status::InvalidArgument("simulated stream reduce-many: null pointer");
+    std::vector<const void*> in(inputs, inputs + n);  // the caller's list may not outlive the call
+    for (const void* p : in) {
+      if (p == nullptr) return Status::InvalidArgument("simulated stream reduce-many: null input");
+    }
+    Enqueue(std::string("reduce-many ") + ReduceOpName(op) + " of " + std::to_string(n) + " x " +
+                std::to_string(count) + " " + DataTypeName(type),
+            [=] { FoldLeft(type, op, out, in, count); });
     return Status::Ok();
   }
 
@@ -234,6 +274,10 @@ class BorrowedSimStream : public Stream {
   Status Copy(void* dst, const void* src, size_t bytes) override { return target_->Copy(dst, src, bytes); }
   Status Reduce(DataType type, ReduceOp op, void* out, const void* a, const void* b, size_t count) override {
     return target_->Reduce(type, op, out, a, b, count);
+  }
+  Status ReduceMany(DataType type, ReduceOp op, void* out, const void* const* inputs, int n,
+                    size_t count) override {
+    return target_->ReduceMany(type, op, out, inputs, n, count);
   }
   Status Divide(DataType type, void* buf, size_t count, int divisor) override {
     return target_->Divide(type, buf, count, divisor);

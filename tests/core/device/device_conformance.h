@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -230,6 +231,73 @@ inline std::string ReduceMatchesCpu(Device& device) {
   return "";
 }
 
+// ReduceMany of 1 to 8 inputs equals the left fold of kernels/cpu's pairwise reductions in input
+// order, bit for bit, also with the output being the first or the last input; the float32 data is
+// chosen so that folding in another order changes bits (checked here, so a fold in the wrong order
+// cannot pass), and 0 or 9 inputs are refused.
+inline std::string ReduceManyFoldsLeft(Device& device) {
+  constexpr size_t kCount = 1031;
+  constexpr int kMax = Stream::kMaxReduceInputs;
+  BRAID_CONFORM_ASSIGN(stream, device.NewStream());
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kInt8}) {
+    const size_t size = DataTypeSize(type);
+    const size_t bytes = kCount * size;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      for (int n = 1; n <= kMax; ++n) {
+        for (int alias : {-1, 0, n - 1}) {  // out separate, out = the first input, out = the last
+          BRAID_CONFORM_ASSIGN(host, device.AllocateHost((kMax + 1) * bytes));
+          auto* base = static_cast<uint8_t*>(host->data());
+          uint32_t x = 777u + static_cast<uint32_t>(n);
+          for (int k = 0; k < n; ++k) {
+            for (size_t i = 0; i < kCount; ++i) {
+              x = x * 1103515245u + 12345u;
+              uint8_t* at = base + k * bytes + i * size;
+              if (type == DataType::kFloat32) {
+                // Magnitudes 2^-10 .. 2^20 with random mantissas: sums round differently by order.
+                const float value = std::ldexp(static_cast<float>(x >> 8) / 16777216.0f - 0.5f,
+                                               static_cast<int>((x >> 3) % 31) - 10);
+                std::memcpy(at, &value, sizeof(value));
+              } else {
+                for (size_t b = 0; b < size; ++b) at[b] = static_cast<uint8_t>(x >> (8 + 8 * b));
+                if (type == DataType::kFloat16) at[1] &= 0x5b;  // finite halves
+              }
+            }
+          }
+          std::vector<const void*> inputs;
+          for (int k = 0; k < n; ++k) inputs.push_back(base + k * bytes);
+          std::vector<uint8_t> expected(static_cast<const uint8_t*>(inputs[0]),
+                                        static_cast<const uint8_t*>(inputs[0]) + bytes);
+          for (int k = 1; k < n; ++k) kernels::ReduceInto(type, op, expected.data(), expected.data(), inputs[k], kCount);
+          if (type == DataType::kFloat32 && op == ReduceOp::kSum && n >= 3) {
+            std::vector<uint8_t> reversed(static_cast<const uint8_t*>(inputs[n - 1]),
+                                          static_cast<const uint8_t*>(inputs[n - 1]) + bytes);
+            for (int k = n - 2; k >= 0; --k) kernels::ReduceInto(type, op, reversed.data(), reversed.data(), inputs[k], kCount);
+            BRAID_CONFORM_EXPECT(reversed != expected, "the check's data sums alike in either order at n=" +
+                                                            std::to_string(n) + ": it could not catch a wrong order");
+          }
+          void* out = alias < 0 ? base + kMax * bytes : const_cast<void*>(inputs[alias]);
+          BRAID_CONFORM_OK(stream->ReduceMany(type, op, out, inputs.data(), n, kCount));
+          inputs.assign(inputs.size(), nullptr);  // the stream must not read the list after the call
+          BRAID_CONFORM_OK(stream->Synchronize(Soon()));
+          const std::string diff = kernels::testing::FirstMismatch(type, expected.data(), static_cast<const uint8_t*>(out), kCount);
+          if (!diff.empty()) {
+            return std::string(DataTypeName(type)) + " " + ReduceOpName(op) + " of " + std::to_string(n) +
+                   " inputs (out " + (alias < 0 ? "separate" : "= input " + std::to_string(alias)) + "): " + diff;
+          }
+        }
+      }
+    }
+  }
+  BRAID_CONFORM_ASSIGN(host, device.AllocateHost(64));
+  const void* nine[9] = {};
+  for (auto& p : nine) p = host->data();
+  const Status none = stream->ReduceMany(DataType::kFloat32, ReduceOp::kSum, host->data(), nine, 0, 4);
+  const Status too_many = stream->ReduceMany(DataType::kFloat32, ReduceOp::kSum, host->data(), nine, 9, 4);
+  BRAID_CONFORM_EXPECT(none.code() == Code::kInvalidArgument, "0 inputs: " + none.ToString());
+  BRAID_CONFORM_EXPECT(too_many.code() == Code::kInvalidArgument, "9 inputs: " + too_many.ToString());
+  return "";
+}
+
 // Bad arguments are kInvalidArgument at enqueue, and the stream still works after them.
 inline std::string BadArgumentsAreRefused(Device& device) {
   BRAID_CONFORM_ASSIGN(stream, device.NewStream());
@@ -272,6 +340,7 @@ inline std::vector<std::pair<const char*, std::function<std::string(Device&)>>> 
       {"wait-value is cyclic", WaitValueIsCyclic},
       {"synchronize times out", SynchronizeTimesOut},
       {"reduce matches kernels/cpu", ReduceMatchesCpu},
+      {"reduce-many folds left in input order", ReduceManyFoldsLeft},
       {"bad arguments are refused", BadArgumentsAreRefused},
       {"same-process import is refused", SameProcessImportIsRefused},
   };
