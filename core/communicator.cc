@@ -1515,13 +1515,30 @@ Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, v
                         stream);
 }
 
+Status Communicator::JoinDeviceStreams(const std::vector<void*>& streams) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
+  BRAID_RETURN_IF_ERROR(DeviceWorkLocked().status());
+  if (stream_join_ == nullptr) {
+    BRAID_ASSIGN_OR_RETURN(device::Device* device, device_path::ProcessDevice());
+    stream_join_ = std::make_unique<device_path::StreamJoin>(device);
+  }
+  return stream_join_->Join(streams);
+}
+
+Status Communicator::ReleaseDeviceStreams(const std::vector<void*>& streams) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
+  if (stream_join_ == nullptr) return Status::Internal("ReleaseDeviceStreams before JoinDeviceStreams");
+  return stream_join_->Release(streams);
+}
+
 Status Communicator::EnqueuePointToPoint(const std::vector<PeerTransfer>& transfers, void* stream) {
   std::lock_guard<std::mutex> lock(device_mutex_);
   if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
   BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
   std::vector<device_path::Transfer> staged;
   for (const PeerTransfer& t : transfers) staged.push_back({t.is_send, t.peer, t.sendbuf, t.recvbuf, t.bytes});
-  return queue->Enqueue(device_path::StageTransfers(staged,
+  return queue->Enqueue(device_path::StageTransfers(staged, config_.device_chunk_bytes,
                                                     [this](const std::vector<device_path::Transfer>& host) {
                                                       DeviceWorkScope scope(this);
                                                       std::vector<int> peers;

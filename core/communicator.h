@@ -49,6 +49,7 @@
 #include "core/link_pool.h"
 #include "core/base/status.h"
 #include "core/device_path/device_work_queue.h"
+#include "core/device_path/stream_join.h"
 #include "rendezvous/peer_exchange.h"
 #include "rendezvous/peer_table.h"
 #include "rendezvous/store.h"
@@ -139,6 +140,11 @@ class Communicator {
   // for it (bounded by the timeout), so every rank runs operations in the order it issued them.
   Status EnqueueCollective(const algorithms::CollectiveArgs& args, void* stream);
   Status EnqueuePointToPoint(const std::vector<PeerTransfer>& transfers, void* stream);
+  // Several application streams in one group (NCCL's semantics; device_path/stream_join.h): the
+  // group's device work is enqueued on streams[0] between JoinDeviceStreams (streams[0] waits for
+  // the others' work so far) and ReleaseDeviceStreams (the others wait for streams[0]'s).
+  Status JoinDeviceStreams(const std::vector<void*>& streams);
+  Status ReleaseDeviceStreams(const std::vector<void*>& streams);
 
   // NCCL's ncclCommSplit: every rank of this communicator calls it; ranks passing the same
   // `color` form a new communicator, ordered by `key` then by rank here. kNoColor returns a null
@@ -350,6 +356,8 @@ class Communicator {
   std::atomic<LinkPool*> device_links_live_{nullptr};  // for Break and the host path's one look
   // As connections_, for the progress thread's operations; guarded by op_mutex_.
   std::vector<transport::Connection*> device_connections_;
+  // Made with device_work_ and declared before it, so it outlives the queue's stream wait.
+  std::unique_ptr<device_path::StreamJoin> stream_join_;
   std::unique_ptr<device_path::DeviceWorkQueue> device_work_;
   // device_work_'s pointer once made, for the host path's and Abort's lock-free look.
   std::atomic<device_path::DeviceWorkQueue*> device_work_live_{nullptr};

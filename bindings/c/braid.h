@@ -337,7 +337,10 @@ braidResult_t braidBarrier(braidComm_t comm, braidStream_t stream);
  * its collectives run in issue order; several communicators in one group run at the same time,
  * one thread each. braidGroupEnd returns when everything has completed, with the first error
  * (its message also in braidGetLastError of that communicator). Buffers must stay valid until
- * then. Groups are per thread: calls made on other threads are not part of this one. */
+ * then. Groups are per thread: calls made on other threads are not part of this one. Device
+ * buffers: braidGroupEnd enqueues and returns; one communicator's calls may name several streams,
+ * and then (as in NCCL) its work runs after everything queued so far on each of them, and each
+ * waits for all of it. */
 braidResult_t braidGroupStart(void);
 /* braidInvalidUsage without a matching braidGroupStart on this thread. */
 braidResult_t braidGroupEnd(void);

@@ -1,5 +1,6 @@
 #include "bindings/c/group.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -23,20 +24,15 @@ struct GroupState {
 thread_local GroupState group;
 
 // Runs one communicator's share of a group: transfers together, then collectives in order.
+// Device work given several streams runs on the first of them, joined to the others
+// (Communicator::JoinDeviceStreams: NCCL's semantics for a group over several streams).
 Status RunForComm(braidComm* comm, const std::vector<QueuedOp>& ops) {
   std::vector<Communicator::PeerTransfer> transfers, device_transfers;
-  bool device_seen = false;
-  void* stream = nullptr;
+  std::vector<void*> streams;  // the device work's streams, in first-use order
   for (const QueuedOp& op : ops) {
     if (op.comm != comm) continue;
-    if (op.on_device) {
-      if (device_seen && op.stream != stream) {
-        return Status::InvalidUsage("rank " + std::to_string(comm->impl->rank()) +
-                                    ": one group gives this communicator's device work two streams; one "
-                                    "stream per communicator in a group is supported (not several yet)");
-      }
-      device_seen = true;
-      stream = op.stream;
+    if (op.on_device && std::find(streams.begin(), streams.end(), op.stream) == streams.end()) {
+      streams.push_back(op.stream);
     }
     if (op.is_transfer) (op.on_device ? device_transfers : transfers).push_back(op.transfer);
   }
@@ -45,13 +41,16 @@ Status RunForComm(braidComm* comm, const std::vector<QueuedOp>& ops) {
                                 ": one group mixes sends/receives of host buffers and of device buffers on "
                                 "one communicator; that is not supported yet (use two groups)");
   }
+  void* primary = streams.empty() ? nullptr : streams[0];
+  if (streams.size() > 1) BRAID_RETURN_IF_ERROR(comm->impl->JoinDeviceStreams(streams));
   if (!transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->RunPointToPoint(transfers));
-  if (!device_transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->EnqueuePointToPoint(device_transfers, stream));
+  if (!device_transfers.empty()) BRAID_RETURN_IF_ERROR(comm->impl->EnqueuePointToPoint(device_transfers, primary));
   for (const QueuedOp& op : ops) {
     if (op.comm != comm || op.is_transfer) continue;
-    BRAID_RETURN_IF_ERROR(op.on_device ? comm->impl->EnqueueCollective(op.args, op.stream)
+    BRAID_RETURN_IF_ERROR(op.on_device ? comm->impl->EnqueueCollective(op.args, primary)
                                        : comm->impl->RunCollective(op.args));
   }
+  if (streams.size() > 1) BRAID_RETURN_IF_ERROR(comm->impl->ReleaseDeviceStreams(streams));
   return Status::Ok();
 }
 

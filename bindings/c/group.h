@@ -23,9 +23,10 @@ Status SubmitCollective(braidComm* comm, const algorithms::CollectiveArgs& args)
 Status SubmitTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer);
 // The same for device buffers on `stream` (core/device_path): enqueued, never waited for. In a
 // group a communicator's device transfers are enqueued as one batch (so matched pairs never
-// deadlock) and its device collectives in issue order; a group that mixes host and device
-// transfers on one communicator, or gives one communicator's device work several streams, is
-// refused (kInvalidUsage: not supported yet).
+// deadlock) and its device collectives in issue order, all on the first stream the group named
+// for that communicator, joined to its other streams (NCCL's semantics for several streams); a
+// group that mixes host and device transfers on one communicator is refused (kInvalidUsage: not
+// supported yet).
 Status SubmitDeviceCollective(braidComm* comm, const algorithms::CollectiveArgs& args, void* stream);
 Status SubmitDeviceTransfer(braidComm* comm, const Communicator::PeerTransfer& transfer, void* stream);
 

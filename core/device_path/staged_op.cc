@@ -1,6 +1,8 @@
 #include "core/device_path/staged_op.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace braid::device_path {
@@ -127,36 +129,73 @@ StagedOp StageCollective(const CollectiveArgs& args, int rank, int size, size_t 
   return op;
 }
 
-StagedOp StageTransfers(const std::vector<Transfer>& transfers, HostTransfers run) {
+StagedOp StageTransfers(const std::vector<Transfer>& transfers, size_t chunk_bytes, HostTransfers run) {
   StagedOp op;
-  StagedStep step;
-  std::vector<size_t> offsets;
-  size_t sends = 0, receives = 0;
+  size_t sends = 0, receives = 0, steps = 1;
+  std::vector<size_t> pieces;  // of each transfer
   for (const Transfer& t : transfers) {
-    offsets.push_back(op.staging_bytes);
-    if (t.is_send) {
-      ++sends;
-      step.copy_out.push_back({const_cast<void*>(t.sendbuf), op.staging_bytes, t.bytes});
-    } else {
-      ++receives;
-      step.copy_in.push_back({t.recvbuf, op.staging_bytes, t.bytes});
-    }
-    op.staging_bytes += (t.bytes + 63) / 64 * 64;  // each slot on its own cache lines
+    (t.is_send ? sends : receives) += 1;
+    const size_t p = chunk_bytes == 0 || t.bytes <= chunk_bytes ? 1 : (t.bytes + chunk_bytes - 1) / chunk_bytes;
+    pieces.push_back(p);
+    steps = std::max(steps, p);
   }
   op.what = std::to_string(sends) + " send(s) and " + std::to_string(receives) + " receive(s)";
-  step.run_on_host = [transfers, offsets, run = std::move(run)](char* staging) {
-    std::vector<Transfer> host = transfers;
-    for (size_t i = 0; i < host.size(); ++i) {
-      char* slot = staging == nullptr ? nullptr : staging + offsets[i];
-      if (host[i].is_send) {
-        host[i].sendbuf = slot;
+  for (size_t j = 0; j < steps; ++j) {
+    // Step j carries piece j of every transfer that has one, each in its own cache lines.
+    struct Piece {
+      Transfer host;       // the transfer's piece: its buffer set to the slot at run time
+      size_t offset = 0;   // of the piece in the slot (its header first, where it has one)
+      uint64_t total = 0;  // the transfer's bytes, in the header of a cut transfer's piece 0
+      bool header = false;
+    };
+    std::vector<Piece> step_pieces;
+    StagedStep step;
+    size_t at = 0;
+    for (size_t i = 0; i < transfers.size(); ++i) {
+      if (j >= pieces[i]) continue;
+      const Transfer& t = transfers[i];
+      const size_t from = j * chunk_bytes;
+      const size_t bytes = pieces[i] == 1 ? t.bytes : std::min(chunk_bytes, t.bytes - from);
+      Piece piece{t, at, t.bytes, pieces[i] > 1 && j == 0};
+      const size_t data_at = at + (piece.header ? kTransferHeaderBytes : 0);
+      piece.host.bytes = bytes + (piece.header ? kTransferHeaderBytes : 0);
+      if (t.is_send) {
+        AddCopy(step.copy_out, static_cast<char*>(const_cast<void*>(t.sendbuf)) + from, data_at, bytes);
       } else {
-        host[i].recvbuf = slot;
+        AddCopy(step.copy_in, static_cast<char*>(t.recvbuf) + from, data_at, bytes);
       }
+      step_pieces.push_back(piece);
+      at += (piece.host.bytes + 63) / 64 * 64;
     }
-    return run(host);
-  };
-  op.steps.push_back(std::move(step));
+    op.staging_bytes = std::max(op.staging_bytes, at);
+    step.run_on_host = [step_pieces = std::move(step_pieces), run](char* staging) -> Status {
+      std::vector<Transfer> host;
+      for (const Piece& piece : step_pieces) {
+        Transfer t = piece.host;
+        char* slot = staging == nullptr ? nullptr : staging + piece.offset;
+        if (t.is_send) {
+          t.sendbuf = slot;
+        } else {
+          t.recvbuf = slot;
+        }
+        if (piece.header && t.is_send) std::memcpy(slot, &piece.total, sizeof(piece.total));
+        host.push_back(t);
+      }
+      BRAID_RETURN_IF_ERROR(run(host));
+      for (const Piece& piece : step_pieces) {
+        if (!piece.header || piece.host.is_send) continue;
+        uint64_t sent = 0;
+        std::memcpy(&sent, staging + piece.offset, sizeof(sent));
+        if (sent != piece.total) {
+          return Status::InvalidUsage("device receive of " + std::to_string(piece.total) + " bytes from rank " +
+                                      std::to_string(piece.host.peer) + ", which sent " + std::to_string(sent) +
+                                      " bytes: the counts (times the datatype's size) must match");
+        }
+      }
+      return Status::Ok();
+    };
+    op.steps.push_back(std::move(step));
+  }
   return op;
 }
 

@@ -24,8 +24,14 @@
 // ring allreduce starts each segment's fold at another rank, so for floating point at 3 or more
 // ranks the cut can change the last bits, as the message size (and so the algorithm) already
 // does on the host path (docs/CUDA.md). chunk_bytes 0 stages the whole message as one step.
-// Send/recv batches stay one step: each transfer has its own size and peer, and the ordinary
-// host batch runs over the whole staging.
+// Send/recv batches are cut per transfer: a transfer of more than `chunk_bytes` goes as pieces of
+// `chunk_bytes` (the last shorter), and step j of the batch is the host batch of every transfer's
+// piece j (transfers with fewer pieces drop out of later steps). Both ends of a transfer cut its
+// bytes alike, so piece j meets piece j in step j of both ranks, and a step waits only for the
+// same step of its peers. Counts that differ would no longer show as a size mismatch on the wire
+// once both ends cut (the first pieces agree), so piece 0 of a cut transfer carries the
+// transfer's byte count (kTransferHeaderBytes before the data) and the receiver checks it; a cut
+// transfer meeting an uncut one differs in size on the wire as before.
 //
 // Layouts of one step (n ranks, m = b - a elements of E bytes, M = m * E; S = the step's slot):
 //   allreduce      out send[a,b)->S[0,M)         host allreduce(S, S)            in S[0,M)->recv[a,b)
@@ -37,7 +43,7 @@
 //   gather         send[a,b)->S[rM,(r+1)M)       host gather(S+rM, root ? S : -) root: S[pM..]->recv block p
 //   scatter        root: send block p->S[pM..]   host scatter(root ? S : -, S+rM) in S[rM,(r+1)M)->recv[a,b)
 //   barrier        nothing                       host barrier
-//   send/recv      each send -> its slot         host batch over the slots       each recv slot->recv
+//   send/recv      piece j of each send -> slot  host batch over the pieces      slot->piece j of each recv
 // Copies that are contiguous on both sides are merged (a single step's n slices are one copy).
 #pragma once
 
@@ -87,6 +93,10 @@ struct Transfer {
   size_t bytes = 0;
 };
 using HostTransfers = std::function<Status(const std::vector<Transfer>&)>;
-StagedOp StageTransfers(const std::vector<Transfer>& transfers, HostTransfers run);
+// Bytes before the data of piece 0 of a transfer cut in pieces: the transfer's byte count.
+constexpr size_t kTransferHeaderBytes = 8;
+// Steps of each transfer's pieces of at most `chunk_bytes` (0: the whole batch in one step). A
+// receive whose sender's count differs fails its step with a message naming both sizes.
+StagedOp StageTransfers(const std::vector<Transfer>& transfers, size_t chunk_bytes, HostTransfers run);
 
 }  // namespace braid::device_path

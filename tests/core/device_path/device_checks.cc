@@ -1,7 +1,9 @@
 #include "tests/core/device_path/device_checks.h"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "tests/collectives/reference.h"
@@ -256,6 +258,118 @@ std::string RunDeviceSendRecvRing(braidComm_t comm, int rank, int size, braidDat
   std::string wrong = CheckEncoded(type, recv.host.data(), 0, count, prev, rank);
   if (wrong.empty()) wrong = GuardIntact(recv, bytes, "recvbuff");
   return wrong.empty() ? "" : "send/recv ring of " + std::to_string(count) + ": " + wrong;
+}
+
+std::string RunDeviceUnevenBatch(braidComm_t comm, int rank, int size, size_t chunk_elems, device::Device& device,
+                                 device::Stream* stream) {
+  std::unique_ptr<device::Stream> legacy;
+  Streams s = StreamsFor(device, stream, &legacy);
+  if (s.copies == nullptr) return "no legacy default stream";
+  const size_t c = chunk_elems;
+  const size_t sizes[] = {1, c - 1, c, c + 1, 3 * c + 7, 8 * c};
+  auto count = [&](int src, int dst) { return sizes[static_cast<size_t>(src * 5 + dst * 3) % 6]; };
+  std::vector<DeviceBuffer> sends(static_cast<size_t>(size)), recvs(static_cast<size_t>(size));
+  SyncOnExit sync_on_exit{s.copies};
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    CHECK_STEP(Make(device, count(rank, p) * 4, &sends[p]));
+    CHECK_STEP(Make(device, count(p, rank) * 4, &recvs[p]));
+    FillEncoded(braidFloat32, sends[p].host.data(), 0, count(rank, p), rank, p);
+    CHECK_STEP(CopyIn(*s.copies, sends[p]));
+    CHECK_STEP(CopyIn(*s.copies, recvs[p]));
+  }
+  braidGroupStart();
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    braidResult_t sent = braidSend(sends[p].data(), count(rank, p), braidFloat32, p, comm, s.native);
+    braidResult_t got = braidRecv(recvs[p].data(), count(p, rank), braidFloat32, p, comm, s.native);
+    if (sent != braidSuccess || got != braidSuccess) {
+      braidGroupEnd();
+      return Failed(comm, sent != braidSuccess ? sent : got, "uneven batch: braidSend/braidRecv");
+    }
+  }
+  braidResult_t ended = braidGroupEnd();
+  if (ended != braidSuccess) return Failed(comm, ended, "uneven batch: braidGroupEnd");
+  for (int p = 0; p < size; ++p) {
+    if (p != rank) CHECK_STEP(CopyOut(*s.copies, recvs[p]));
+  }
+  Status synced = s.copies->Synchronize(Deadline::AfterMs(kSyncMs));
+  if (!synced.ok()) return "uneven batch: synchronize: " + synced.ToString();
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    std::string wrong = CheckEncoded(braidFloat32, recvs[p].host.data(), 0, count(p, rank), p, rank);
+    if (wrong.empty()) wrong = GuardIntact(recvs[p], count(p, rank) * 4, "recvbuff");
+    if (!wrong.empty()) {
+      return "uneven batch, " + std::to_string(count(p, rank)) + " elements from rank " + std::to_string(p) + ": " +
+             wrong;
+    }
+  }
+  return "";
+}
+
+std::string RunDeviceTwoStreamGroup(braidComm_t comm, int rank, int size, size_t count, device::Device& device,
+                                    device::Stream& a, device::Stream& b) {
+  const size_t bytes = count * 4;
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  auto hold_memory = device.AllocateHost(64);
+  if (!hold_memory.ok()) return "AllocateHost: " + hold_memory.status().ToString();
+  auto* hold = static_cast<uint32_t*>(hold_memory.value()->data());
+  __atomic_store_n(hold, 0u, __ATOMIC_RELEASE);
+  // Declared after the hold and before the buffers: whatever fails, the hold is lifted before the
+  // streams are waited for, and they are waited for before any buffer goes.
+  struct Lift {
+    uint32_t* hold;
+    device::Stream* a;
+    device::Stream* b;
+    ~Lift() {
+      __atomic_store_n(hold, 1u, __ATOMIC_RELEASE);
+      (void)a->Synchronize(Deadline::AfterMs(kSyncMs));
+      (void)b->Synchronize(Deadline::AfterMs(kSyncMs));
+    }
+  };
+  DeviceBuffer sum, send, recv;
+  Lift lift{hold, &a, &b};
+  CHECK_STEP(Make(device, bytes, &sum));
+  CHECK_STEP(Make(device, bytes, &send));
+  CHECK_STEP(Make(device, bytes, &recv));
+  for (size_t i = 0; i < count; ++i) Store(braidInt32, sum.host.data(), i, static_cast<double>(rank + 1 + i % 7));
+  FillEncoded(braidFloat32, send.host.data(), 0, count, rank, next);
+  CHECK_STEP(CopyIn(a, sum));
+  CHECK_STEP(CopyIn(a, recv));
+  // b's input lands only after the hold is lifted, which is after braidGroupEnd has returned:
+  // the group's work sees it only if it waits for b.
+  Status held = b.WaitValue32(hold, 1);
+  if (!held.ok()) return "WaitValue32: " + held.ToString();
+  CHECK_STEP(CopyIn(b, send));
+  braidGroupStart();
+  braidResult_t reduced = braidAllReduce(sum.data(), sum.data(), count, braidInt32, braidSum, comm, a.native());
+  braidResult_t sent = braidSend(send.data(), count, braidFloat32, next, comm, b.native());
+  braidResult_t got = braidRecv(recv.data(), count, braidFloat32, prev, comm, b.native());
+  braidResult_t ended = braidGroupEnd();
+  if (reduced != braidSuccess || sent != braidSuccess || got != braidSuccess || ended != braidSuccess) {
+    return Failed(comm, ended != braidSuccess ? ended : reduced != braidSuccess ? reduced : sent != braidSuccess ? sent : got,
+                  "two-stream group");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  __atomic_store_n(hold, 1u, __ATOMIC_RELEASE);
+  // Each result goes back on the other stream: both must wait for the group's work.
+  CHECK_STEP(CopyOut(b, sum));
+  CHECK_STEP(CopyOut(a, recv));
+  for (device::Stream* stream : {&a, &b}) {
+    Status synced = stream->Synchronize(Deadline::AfterMs(kSyncMs));
+    if (!synced.ok()) return "two-stream group: synchronize: " + synced.ToString();
+  }
+  const double ranks_sum = size * (size + 1) / 2.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double want = ranks_sum + size * static_cast<double>(i % 7);
+    const double sum_got = Load(braidInt32, sum.host.data(), i);
+    if (sum_got != want) {
+      return "two-stream group: allreduce element " + std::to_string(i) + " is " + std::to_string(sum_got) +
+             ", expected " + std::to_string(want);
+    }
+  }
+  std::string wrong = CheckEncoded(braidFloat32, recv.host.data(), 0, count, prev, rank);
+  return wrong.empty() ? "" : "two-stream group, the receive on the second stream: " + wrong;
 }
 
 std::string RunDeviceBackToBack(braidComm_t comm, int rank, int size, int ops, size_t count,

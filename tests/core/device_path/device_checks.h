@@ -27,6 +27,20 @@ std::string RunDeviceCheck(braidComm_t comm, int rank, int size, const Call& cal
 std::string RunDeviceSendRecvRing(braidComm_t comm, int rank, int size, braidDataType_t type, size_t count,
                                   device::Device& device, device::Stream* stream);
 
+// One group in which every rank sends every other rank a float32 message of a size of its own
+// (1, a chunk less one, a chunk, a chunk and one, 3 chunks and 7, 8 chunks, with `chunk_elems`
+// elements of BRAID_DEVICE_CHUNK_BYTES), so transfers of one batch are cut into different numbers
+// of pieces; every element checked.
+std::string RunDeviceUnevenBatch(braidComm_t comm, int rank, int size, size_t chunk_elems, device::Device& device,
+                                 device::Stream* stream);
+
+// One group over two streams of this rank (NCCL's semantics): an int32 allreduce on `a`, a ring
+// send/recv on `b`. The send's input reaches b behind a hold lifted only after braidGroupEnd has
+// returned, so the group's work must wait for b; each result is copied back on the other stream
+// (the allreduce's on b, the receive's on a), so each stream must wait for the group's work.
+std::string RunDeviceTwoStreamGroup(braidComm_t comm, int rank, int size, size_t count, device::Device& device,
+                                    device::Stream& a, device::Stream& b);
+
 // `ops` allreduces on separate device buffers enqueued back to back, one synchronize at the end:
 // the queue runs them in order while the caller never waits.
 std::string RunDeviceBackToBack(braidComm_t comm, int rank, int size, int ops, size_t count,

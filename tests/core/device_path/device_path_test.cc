@@ -138,6 +138,90 @@ TEST_CASE("pipelined device allreduce gives the host path's bits", "[device_path
   BRAID_CHECK_RANKS(results);
 }
 
+// Send/recv batches are cut per transfer (staged_op.h): with 1500-byte steps the transfers of one
+// batch run from 1 to 24 pieces, and both ends must cut each alike for every element to arrive.
+TEST_CASE("device send/recv batches cut into pieces, unevenly per transfer", "[device_path][pipeline]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  const int size = GENERATE(2, 3, 4);
+  const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
+  const char* transports = GENERATE("shm", "tcp", "");
+  const int chunk = GENERATE(1500, 0);  // 375 float32 a piece; 0: every transfer whole
+  CommJob job;
+  job.size = size;
+  job.ranks = ranks;
+  job.config.transports = transports;
+  job.config.deviceChunkBytes = chunk;
+  INFO(Describe(job));
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
+    auto stream = sim->NewStream();
+    if (!stream.ok()) return "NewStream: " + stream.status().ToString();
+    return RunDeviceUnevenBatch(comm, rank, n, 375, *sim, stream.value().get());
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
+// Counts that differ between a send and its receive still fail, naming both sizes, once both
+// ends cut the transfer (the first pieces agree in size; piece 0's header carries the count).
+TEST_CASE("a device receive whose count differs from the send's fails naming both", "[device_path][pipeline]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  CommJob job;
+  job.size = 2;
+  job.config.transports = "shm";
+  job.config.timeoutMs = 10000;
+  job.config.deviceChunkBytes = 1500;
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    auto dev = sim->Allocate(1 << 16);
+    auto stream = sim->NewStream();
+    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
+    void* d = dev.value()->data();
+    void* native = stream.value()->native();
+    // Rank 0 sends 3000 float32 (8 pieces of 375), rank 1 receives 2625 (7 pieces of 375): every
+    // piece the receiver takes has the size the sender gave it, so only the count can tell.
+    const braidResult_t rc = rank == 0 ? braidSend(d, 3000, braidFloat32, 1, comm, native)
+                                       : braidRecv(d, 2625, braidFloat32, 0, comm, native);
+    if (rc != braidSuccess) return std::string("enqueue: ") + braidGetErrorString(rc);
+    Status synced = stream.value()->Synchronize(Deadline::AfterMs(20000));
+    if (!synced.ok()) return "the stream stayed blocked: " + synced.ToString();
+    // Rank 0's pieces may all have gone out (shm takes small messages eagerly): only the
+    // receiver is sure to see the mismatch.
+    if (rank == 1) {
+      braidResult_t async = braidSuccess;
+      BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
+      if (async == braidSuccess) return "the mismatched receive succeeded";
+      (void)braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, native);
+      const std::string error = braidGetLastError(comm);
+      if (!Contains(error, "10500 bytes from rank 0, which sent 12000 bytes")) return "rank 1's error: " + error;
+    }
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
+// NCCL's semantics for one group over several streams of a communicator (stream_join.h).
+TEST_CASE("one group over two streams waits for both and both wait for it", "[device_path]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  const int size = GENERATE(2, 3);
+  const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
+  const int chunk = GENERATE(1500, 0);
+  CommJob job;
+  job.size = size;
+  job.ranks = ranks;
+  job.config.transports = "shm";
+  job.config.deviceChunkBytes = chunk;
+  INFO(Describe(job));
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int n) -> std::string {
+    auto a = sim->NewStream();
+    auto b = sim->NewStream();
+    if (!a.ok() || !b.ok()) return "NewStream failed";
+    for (int round = 0; round < 3; ++round) {  // the join's events are reused from group to group
+      std::string wrong = RunDeviceTwoStreamGroup(comm, rank, n, 1031, *sim, *a.value(), *b.value());
+      if (!wrong.empty()) return "round " + std::to_string(round) + ": " + wrong;
+    }
+    return "";
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
 TEST_CASE("a negative deviceChunkBytes is refused, naming the field", "[device_path][pipeline]") {
   braidConfig_t config = BRAID_CONFIG_INITIALIZER;
   config.deviceChunkBytes = -1;
