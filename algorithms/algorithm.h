@@ -68,6 +68,17 @@ struct LinkModel {
   double intra_host_bandwidth_gbps = 0;
   double intra_host_fan_out_us = 0;
   bool intra_host_reduces_on_receive = true;
+  // Single-copy reads of a peer's buffer (Connection::ReadPeerMemory; the read family,
+  // algorithms/peer_reads.h): the rate at which one rank copies out of another process's memory
+  // (the calibration's shm.single_copy_gbps, measured by bench/calibrate), 0 where the job's
+  // links are not all shared memory or the rate was not measured or cross-memory attach was
+  // refused: the read algorithms then cost infinity (cost::PeerReadRound). peer_read_min_bytes:
+  // the measured size from which one copy beats the ring between two processes
+  // (shm.single_copy_bytes; where ranks share CPUs the larger of it and
+  // single_copy_bytes_shared_cores, as algorithms/single_copy_choice.h decides for the
+  // transport); a block below it is not read (0: never).
+  double peer_read_gbps = 0;
+  double peer_read_min_bytes = 0;
 };
 
 using AlgorithmFn = Status (*)(const CollectiveContext& ctx, const CollectiveArgs& args);

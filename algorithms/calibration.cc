@@ -269,6 +269,14 @@ LinkModel Calibration::Model(const char* transport, bool oversubscribed,
   link.intra_host_bandwidth_gbps = shm.bandwidth_gbps;
   link.intra_host_fan_out_us = shm.fan_out_us;
   link.intra_host_reduces_on_receive = true;
+  // Reads of a peer's buffer only where every link is shared memory (the job's slowest transport
+  // is shm, so one host) and only from the sizes where one copy measured faster.
+  if (transport != nullptr && std::strcmp(transport, "shm") == 0) {
+    const double own = t.single_copy_bytes, shared = t.single_copy_bytes_shared_cores;
+    link.peer_read_gbps = t.single_copy_gbps;
+    link.peer_read_min_bytes =
+        !oversubscribed ? own : (own > 0 && shared > 0 ? std::max(own, shared) : 0);
+  }
   return link;
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "algorithms/algorithm.h"
 
@@ -128,6 +129,23 @@ inline bool InsideHost(const LinkModel& link, int distance) {
 inline double StepLatency(const LinkModel& link, int distance) {
   return InsideHost(link, distance) && link.intra_host_latency_us > 0 ? link.intra_host_latency_us
                                                                       : link.latency_us;
+}
+
+// A round of single-copy reads (algorithms/peer_reads.h) in which a rank sends `messages`
+// control messages (offers, answers) and reads `reads` blocks of `block` bytes from other
+// processes' buffers: two message steps (the offers, then the answers), a fan-out cost per
+// message and per read (each read is a system call that pins the owner's pages), and the bytes
+// at the measured single-copy rate. Infinite where the links cannot read (peer_read_gbps 0),
+// across hosts, or for blocks below the measured crossover (LinkModel::peer_read_min_bytes), so
+// the selector keeps today's algorithms wherever this machine's measurement did not favour one
+// copy.
+inline double PeerReadRound(const LinkModel& link, int messages, int reads, double block) {
+  if (link.peer_read_gbps <= 0 || link.hosts > 1 || link.peer_read_min_bytes <= 0 ||
+      block < link.peer_read_min_bytes) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return 2 * link.latency_us + (messages + reads) * link.fan_out_us +
+         reads * block / 1e3 / link.peer_read_gbps;
 }
 
 // ceil(log2(n)) for n >= 1 (0 for n == 1).

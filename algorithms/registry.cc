@@ -17,6 +17,7 @@
 #include "algorithms/hierarchical.h"
 #include "algorithms/reduce_binomial.h"
 #include "algorithms/reduce_chain.h"
+#include "algorithms/read_family.h"
 #include "algorithms/reduce_scatter_ring.h"
 #include "algorithms/scatter.h"
 
@@ -69,6 +70,12 @@ const std::vector<Algorithm>& Algorithms() {
       {"binomial", Collective::kScatter, BinomialScatter, BinomialScatterCost},
       {"dissemination", Collective::kBarrier, DisseminationBarrier, DisseminationBarrierCost},
       // --- end direct family ---
+
+      // --- read family (read_family.h: *_read.cc over peer_reads.h) ---
+      {"read", Collective::kAllGather, ReadAllGather, ReadAllGatherCost},
+      {"read", Collective::kBroadcast, ReadBroadcast, ReadBroadcastCost},
+      {"read", Collective::kAllToAll, ReadAllToAll, ReadAllToAllCost},
+      // --- end read family ---
 
       // --- two-level family (hierarchical.h: *_hier.cc) ---
       {"hier", Collective::kAllReduce, HierAllReduce, HierAllReduceCost},

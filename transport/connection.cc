@@ -150,4 +150,10 @@ Result<std::optional<Connection::Incoming>> Connection::Probe() {
                           " cannot look at an incoming message before receiving it (Probe)");
 }
 
+Status Connection::ReadPeerMemory(uint64_t /*address*/, void* /*destination*/, size_t bytes) {
+  return Status::InvalidUsage("the connection to rank " + std::to_string(peer()) +
+                              " cannot read the peer's memory (asked for " +
+                              std::to_string(bytes) + " bytes)");
+}
+
 }  // namespace braid::transport

@@ -189,6 +189,26 @@ class Connection {
   //   more is such a loss. This default, for transports that cannot look ahead, fails with
   //   kInternalError.
   virtual Result<std::optional<Incoming>> Probe();
+
+  // Single-copy reads of the peer's memory: the peer sends this rank the address of a buffer of
+  // its own in an ordinary message, keeps the buffer unchanged until this rank says (in another
+  // message) that it is done, and this rank copies what it needs straight out of it. Why: a
+  // collective whose data all sits in its owners' buffers (all-gather, broadcast, all-to-all)
+  // moves it in one round of one copy, where sends through a ring copy twice and hand every
+  // block from rank to rank (algorithms/peer_reads.h has the protocol).
+  //
+  // Whether ReadPeerMemory works on this link: true only where the transport can copy out of
+  // the peer's address space and was allowed to (shm between processes whose cross-memory-attach
+  // probe passed). False by default, and for peers that are threads of this process (their
+  // buffers may be freed by a failing owner while a reader copies). Constant for the link's
+  // life; each side answers for its own reads, so the two directions may differ.
+  virtual bool ReadsPeerMemory() const { return false; }
+  // Copies `bytes` bytes at `address` (a value the peer sent, naming its own memory) into
+  // `destination`. Blocking: returns once copied (one copy, on the calling thread). Errors: this
+  // default, and any link whose ReadsPeerMemory() is false, kInvalidUsage; memory the peer
+  // does not have mapped there (it lied, freed the buffer or died) kRemoteError naming the peer,
+  // the address, the length and the kernel's reason. Thread safety: any thread.
+  virtual Status ReadPeerMemory(uint64_t address, void* destination, size_t bytes);
 };
 
 }  // namespace braid::transport

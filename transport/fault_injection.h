@@ -42,6 +42,11 @@ class DroppingConnection : public Connection {
                   uint64_t tag, Deadline deadline, Half* failed) override;
   // Not a post: forwarded without counting.
   Result<std::optional<Incoming>> Probe() override { return inner_->Probe(); }
+  // Not posts either: a read moves nothing over the link (its messages are counted).
+  bool ReadsPeerMemory() const override { return inner_->ReadsPeerMemory(); }
+  Status ReadPeerMemory(uint64_t address, void* destination, size_t bytes) override {
+    return inner_->ReadPeerMemory(address, destination, bytes);
+  }
 
  private:
   void MaybeDrop();

@@ -5,6 +5,7 @@
 //
 // No case checks a measured number: the built-in table is this project's development VMs', and
 // what a file states is whatever the test writes.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -155,8 +156,22 @@ TEST_CASE("the link model takes each number from its key", "[calibration]") {
       CHECK(link.intra_host_bandwidth_gbps == shm.bandwidth_gbps);
       CHECK(link.intra_host_fan_out_us == shm.fan_out_us);
       CHECK(link.intra_host_reduces_on_receive);
+      // Single-copy reads: shared memory's measurement, only where the job is on shm; with
+      // shared cores from where both crossovers favour one copy (here the larger).
+      const bool on_shm = std::string(transport) == "shm";
+      CHECK(link.peer_read_gbps == (on_shm ? t.single_copy_gbps : 0));
+      CHECK(link.peer_read_min_bytes ==
+            (!on_shm ? 0
+                     : oversubscribed ? std::max(t.single_copy_bytes, t.single_copy_bytes_shared_cores)
+                                      : t.single_copy_bytes));
     }
   }
+  // A crossover of 0 (the ring won at every size) where ranks share cores: never read.
+  const Calibration never = MustParse(
+      "version = 1\nshm.single_copy_gbps = 3\nshm.single_copy_bytes = 65536\n"
+      "shm.single_copy_bytes_shared_cores = 0\n");
+  CHECK(never.Model("shm", true, 2.0).peer_read_min_bytes == 0);
+  CHECK(never.Model("shm", false, 1.0).peer_read_min_bytes == 65536);
   // Fewer ranks than CPUs never counts as less than one per CPU.
   CHECK(file.Model("shm", true, 0.5).ranks_per_cpu == 1.0);
   CHECK_FALSE(file.Model(nullptr, false, 1).reduces_on_receive);

@@ -673,6 +673,12 @@ TEST_CASE("every cost function is finite, non-negative and grows with size", "[s
           CHECK(std::isinf(cost));
           continue;
         }
+        if (std::string(a.name) == "read" && n > 1) {
+          // No single-copy rate measured in these links: the read family declines
+          // (cost::PeerReadRound); the test below prices it with one.
+          CHECK(std::isinf(cost));
+          continue;
+        }
         if (std::string(a.name) == "twoshot" && n > 1) {
           // Only forced, never priced (algorithms/allreduce_two_shot.cc).
           CHECK(std::isinf(cost));
@@ -684,6 +690,41 @@ TEST_CASE("every cost function is finite, non-negative and grows with size", "[s
         previous = cost;
       }
     }
+  }
+}
+
+// The read family (algorithms/read_family.h) is priced from the calibration's single-copy
+// measurement only: without a rate, across hosts, or for blocks below the measured crossover it
+// is never picked; with a measured rate it is picked where one copy at that rate beats the ring
+// at the ring's rate, and not where it does not.
+TEST_CASE("the read family is picked only where the measured single-copy rate wins",
+          "[selector][model]") {
+  const AlgorithmPolicy any = MustParse("");
+  const size_t large = size_t{4} << 20;  // per rank: 16 MiB gathered on 4 ranks
+  LinkModel link = Synthetic(8, 1.5, true);
+  for (Collective kind : {Collective::kAllGather, Collective::kBroadcast, Collective::kAllToAll}) {
+    CAPTURE(CollectiveName(kind));
+    link.peer_read_gbps = 0;  // not measured, or cross-memory attach refused
+    link.peer_read_min_bytes = 256 << 10;
+    CHECK(std::string(Pick(kind, large, 4, any, link)) != "read");
+    link.peer_read_gbps = 6;  // one copy measured 4x the ring's exchange rate
+    CHECK(std::string(Pick(kind, large, 4, any, link)) == "read");
+    // Blocks below the measured crossover stay on today's algorithms.
+    CHECK(std::string(Pick(kind, 64 << 10, 4, any, link)) != "read");
+    link.peer_read_min_bytes = 0;  // the ring measured faster at every size
+    CHECK(std::string(Pick(kind, large, 4, any, link)) != "read");
+    link.peer_read_min_bytes = 256 << 10;
+    link.hosts = 2;  // reads reach only processes of one host
+    link.ranks_per_host = 2;
+    CHECK(std::string(Pick(kind, large, 4, any, link)) != "read");
+    link.hosts = 1;
+    link.ranks_per_host = 0;
+    link.peer_read_gbps = 0.3;  // measured, but slower than the ring
+    CHECK(std::string(Pick(kind, large, 4, any, link)) != "read");
+    // Forced, it runs whatever the price.
+    const std::string forced = std::string(CollectiveName(kind)) + ":read";
+    link.peer_read_gbps = 0;
+    CHECK(std::string(Pick(kind, 8, 4, MustParse(forced), link)) == "read");
   }
 }
 

@@ -611,6 +611,29 @@ TEST_CASE("conformance: Probe fails once the link is closed, aborted or the peer
   }
 }
 
+// ReadPeerMemory (the read algorithms' single copy): a link that says it can read copies exactly
+// the bytes of the peer's memory asked for; one that cannot (these meshes are threads of one
+// process, which shm does not read, and TCP never reads) refuses with kInvalidUsage naming the
+// peer and writes nothing. Reads between processes: tests/transport/shm_process_test.
+TEST_CASE("conformance: ReadPeerMemory copies what it is asked where the link can read, and is "
+          "refused naming the peer where it cannot",
+          "[conformance][peer_read]") {
+  CONFORMANCE_MESH(mesh, 2);
+  const std::vector<uint8_t> offered = Pattern(100003, 1, 0);
+  std::vector<uint8_t> got(offered.size(), 0xEE);
+  Connection& link = mesh(0, 1);
+  const Status read =
+      link.ReadPeerMemory(reinterpret_cast<uint64_t>(offered.data()), got.data(), got.size());
+  if (link.ReadsPeerMemory()) {
+    REQUIRE(read.ok());
+    CHECK(CheckPattern(got, 1, 0) == "");
+  } else {
+    CHECK(read.code() == Code::kInvalidUsage);
+    CHECK_THAT(read.message(), Catch::Contains("rank 1"));
+    CHECK(got == std::vector<uint8_t>(offered.size(), 0xEE));
+  }
+}
+
 TEST_CASE("conformance: Abort wakes every waiter of every connection at once, and stays",
           "[conformance]") {
   CONFORMANCE_MESH(mesh, 3);

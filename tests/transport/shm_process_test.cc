@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -156,6 +157,62 @@ TEST_CASE("shm processes: messages of many sizes arrive intact both ways", "[shm
   transport.reset();
   CHECK(SegmentMappingsOfThisProcess() == 0);
   CHECK(BraidEntriesInDevShm().empty());
+}
+
+TEST_CASE("shm processes: ReadPeerMemory copies exactly the bytes asked out of the peer's buffer, "
+          "fails cleanly on a bad address, and is refused where cross-memory attach is off",
+          "[shm][process][peer_read]") {
+  const bool cross_memory = GENERATE(true, false);
+  INFO((cross_memory ? "process_vm_readv allowed" : "cross-memory attach off"));
+  ShmOptions options;
+  options.cross_memory = cross_memory;
+  constexpr size_t kBytes = (3 << 20) + 5;
+  // The owner (rank 1) offers a patterned buffer: its address in one message; it keeps the buffer
+  // until rank 0 says it is done (a second message), as the read algorithms do.
+  ChildRank child = SpawnRank1(0x9EAD, options, [&](Connection& conn) -> std::string {
+    std::vector<uint8_t> buffer = Pattern(kBytes, 1, 0);
+    const uint64_t address = reinterpret_cast<uint64_t>(buffer.data());
+    Status sent = conn.PostSend(&address, sizeof(address), 1)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    if (!sent.ok()) return "offer: " + sent.ToString();
+    uint64_t done = 0;
+    Status heard = conn.PostRecv(&done, sizeof(done), 2)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    if (!heard.ok()) return "answer: " + heard.ToString();
+    return done == 7 ? "" : "answer " + std::to_string(done);
+  });
+  auto transport = MakeTransport(0, 2, 0x9EAD, options);
+  REQUIRE(transport != nullptr);
+  auto c = transport->Connect(1, child.address, Deadline::AfterMs(kTestTimeoutMs));
+  REQUIRE(c.ok());
+  Connection& conn = *c.value();
+  uint64_t address = 0;
+  REQUIRE(conn.PostRecv(&address, sizeof(address), 1)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(conn.ReadsPeerMemory() == cross_memory);
+  const std::vector<uint8_t> expected = Pattern(kBytes, 1, 0);
+  if (cross_memory) {
+    // The whole buffer, then a ragged piece from an odd offset; nothing written past it.
+    std::vector<uint8_t> whole(kBytes, 0xEE);
+    REQUIRE(conn.ReadPeerMemory(address, whole.data(), kBytes).ok());
+    CHECK(whole == expected);
+    std::vector<uint8_t> piece(1001 + 3, 0xEE);
+    REQUIRE(conn.ReadPeerMemory(address + 77777, piece.data(), 1001).ok());
+    CHECK(std::equal(piece.begin(), piece.begin() + 1001, expected.begin() + 77777));
+    CHECK(piece[1001] == 0xEE);
+    CHECK(conn.ReadPeerMemory(address, piece.data(), 0).ok());
+    // Past the end of everything the peer has mapped: an error naming the peer, not a crash.
+    Status bad = conn.ReadPeerMemory(uint64_t{1} << 46, piece.data(), 64);
+    CHECK(bad.code() == Code::kRemoteError);
+    CHECK_THAT(bad.message(), Catch::Contains("rank 1"));
+    CHECK_THAT(bad.message(), Catch::Contains("cannot be read"));
+  } else {
+    std::vector<uint8_t> whole(16, 0xEE);
+    Status refused = conn.ReadPeerMemory(address, whole.data(), whole.size());
+    CHECK(refused.code() == Code::kInvalidUsage);
+    CHECK_THAT(refused.message(), Catch::Contains("rank 1"));
+    CHECK(whole == std::vector<uint8_t>(16, 0xEE));
+  }
+  const uint64_t done = 7;
+  CHECK(conn.PostSend(&done, sizeof(done), 2)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(child.Finish() == "");
 }
 
 TEST_CASE("shm processes: a SIGKILLed rank fails the survivor and leaves nothing behind",

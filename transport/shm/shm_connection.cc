@@ -371,6 +371,42 @@ Status ShmChannel::CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes
   return Status::Ok();
 }
 
+Status ShmChannel::ReadPeer(uint64_t address, void* destination, uint64_t bytes) {
+  if (!reads_peer_memory()) {
+    return Status::InvalidUsage("the shm link to rank " + std::to_string(peer_) +
+                                " cannot read the peer's memory (" +
+                                (same_process_ ? "a thread of this process"
+                                               : "cross-memory attach refused") +
+                                ")");
+  }
+  if (bytes == 0) return Status::Ok();
+  const char* abandoned = "it gave up on the operation before this rank had read its buffer";
+  if (failed_.load(std::memory_order_acquire)) {
+    return Status::RemoteError(LostMessage("this rank's link to it has failed"));
+  }
+  if (in_->abandoned.load(std::memory_order_acquire) != 0) {
+    return Status::RemoteError(LostMessage(abandoned));
+  }
+  const std::string error = ReadFromProcess(peer_pid_, destination, address, bytes);
+  if (!error.empty()) {
+    // The address and length are the peer's word: name them, since a bad pair is its fault.
+    char where[64];
+    std::snprintf(where, sizeof(where), "%#" PRIx64 ", %" PRIu64 " bytes", address, bytes);
+    return Status::RemoteError(LostMessage("the buffer it offered for reading (" +
+                                           std::string(where) + ") cannot be read: " + error));
+  }
+  // As CopyRemote: a peer that gave up (or died, its pid reused) while we copied leaves bytes
+  // that are not to be trusted.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (in_->abandoned.load(std::memory_order_relaxed) != 0) {
+    return Status::RemoteError(LostMessage(abandoned));
+  }
+  if (SocketHungUp()) {
+    return Status::RemoteError(LostMessage("it went away while this rank read its buffer"));
+  }
+  return Status::Ok();
+}
+
 void ShmChannel::FailReceivesLocked(const Status& status) {
   if (active_.request) active_.request->Complete(status);
   active_ = RecvOp{};
@@ -803,6 +839,12 @@ RequestPtr ShmConnection::PostRecvInto(size_t bytes, uint64_t tag,
 }
 
 Result<std::optional<Connection::Incoming>> ShmConnection::Probe() { return channel_->Probe(); }
+
+bool ShmConnection::ReadsPeerMemory() const { return channel_->reads_peer_memory(); }
+
+Status ShmConnection::ReadPeerMemory(uint64_t address, void* destination, size_t bytes) {
+  return channel_->ReadPeer(address, destination, bytes);
+}
 
 Status ShmConnection::SendRecv(const void* send, size_t send_bytes, void* recv, size_t recv_bytes,
                                uint64_t tag, Deadline deadline, Half* failed) {

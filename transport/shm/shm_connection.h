@@ -120,6 +120,13 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   // kRemote) carries its tag and total size, however many pieces follow or whether it comes by
   // reference. Consumes nothing of the message itself.
   Result<std::optional<Connection::Incoming>> Probe();
+  // See Connection::ReadsPeerMemory / ReadPeerMemory: process_vm_readv from a peer process whose
+  // handshake probe passed; never for a thread of this process (memcpy from a buffer whose owner
+  // may free it when its operation fails is not safe without the ring's hand-over). The copy runs
+  // on the calling thread under no lock; afterwards, as CopyRemote, a peer that abandoned the
+  // link or hung up meanwhile fails the read (its bytes are not to be trusted).
+  bool reads_peer_memory() const { return we_read_peer_ && !same_process_; }
+  Status ReadPeer(uint64_t address, void* destination, uint64_t bytes);
   // Fails every pending and future request with `reason`, abandons the outgoing direction and
   // shuts the socket down. Returns once no thread of this process uses any request's buffer
   // (and, for a peer in this process, once it no longer copies from ours). Idempotent: the first
@@ -306,6 +313,8 @@ class ShmConnection : public Connection {
                   Deadline deadline, Half* failed) override;
   RequestPtr PostRecvInto(size_t bytes, uint64_t tag, std::shared_ptr<LandingSink> sink) override;
   Result<std::optional<Incoming>> Probe() override;
+  bool ReadsPeerMemory() const override;
+  Status ReadPeerMemory(uint64_t address, void* destination, size_t bytes) override;
   // Fails pending requests with `reason` (kAborted if `reason` is OK) and closes the link;
   // returns once no buffer is in use. Idempotent.
   void Close(const Status& reason) override;
