@@ -8,8 +8,9 @@
 // the offers, which every rank makes as soon as it enters the call. The owner keeps its sendbuf
 // until every peer answered, which is what a rank that gets a CPU late costs the others.
 //
-// Order: rank r reads r+1, r+2, ... so the ranks do not all start on the same owner. In place
-// (sendbuf is block r of recvbuf) the blocks read are the others, never the offered one.
+// Order: rank r reads r+1, r+2, ... so the ranks do not all start on the same owner. The offer
+// is sendbuf; in place (sendbuf is block r of recvbuf) the blocks read are the others, never the
+// offered one, and out of place the rank copies its own block while the peers read.
 #include <cstring>
 #include <vector>
 
@@ -25,8 +26,13 @@ Status ReadAllGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
   if (block == 0) return Status::Ok();
   char* out = static_cast<char*>(args.recvbuf);
   char* own = out + static_cast<size_t>(rank) * block;
-  if (args.sendbuf != own) std::memcpy(own, args.sendbuf, block);
-  if (n == 1) return Status::Ok();
+  auto place_own = [&] {
+    if (args.sendbuf != own) std::memcpy(own, args.sendbuf, block);
+  };
+  if (n == 1) {
+    place_own();
+    return Status::Ok();
+  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   for (int k = 1; k < n; ++k) {
@@ -34,8 +40,9 @@ Status ReadAllGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
     readers.push_back({peer, 0, block});
     reads.push_back({peer, 0, out + static_cast<size_t>(peer) * block, block});
   }
-  // Offered: the own block in recvbuf, already in place (nothing writes it during the round).
-  return RunPeerReads(ctx, args, "read", own, block, readers, reads);
+  // Offered: sendbuf (in place, the own block of recvbuf, which nothing writes during the round);
+  // out of place its copy into recvbuf overlaps the peers' reads.
+  return RunPeerReads(ctx, args, "read", args.sendbuf, block, readers, reads, place_own);
 }
 
 // Every rank sends n-1 offers and n-1 answers and reads n-1 blocks.

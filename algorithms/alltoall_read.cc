@@ -6,9 +6,10 @@
 // sendbuf straight into block `peer` of its recvbuf (peer_reads.h): one copy per block, one
 // round.
 //
-// In place (sendbuf == recvbuf) a rank overwrites its blocks with what it reads while its peers
-// still read them, so it offers a copy of its sendbuf in scratch instead (past the round's
-// control words, peer_reads.h), one more copy of its own buffer.
+// In place (sendbuf == recvbuf) a rank would overwrite its blocks with what it reads while its
+// peers still read them, so it reads into scratch (past the round's control words, peer_reads.h)
+// and copies the blocks into place once every peer answered: one more copy of (n-1)/n of the
+// buffer.
 #include <cstring>
 #include <vector>
 
@@ -22,28 +23,40 @@ Status ReadAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args) {
   const int n = ctx.size, rank = ctx.rank;
   const size_t block = args.count * DataTypeSize(args.type);
   if (block == 0) return Status::Ok();
-  const size_t whole = block * static_cast<size_t>(n);
+  const bool in_place = args.sendbuf == args.recvbuf;
+  const char* in = static_cast<const char*>(args.sendbuf);
   char* out = static_cast<char*>(args.recvbuf);
-  const char* offered = static_cast<const char*>(args.sendbuf);
   const size_t own = static_cast<size_t>(rank) * block;
-  if (args.sendbuf == args.recvbuf) {
-    if (n == 1) return Status::Ok();
+  auto place_own = [&] {
+    if (!in_place) std::memcpy(out + own, in + own, block);
+  };
+  if (n == 1) {
+    place_own();
+    return Status::Ok();
+  }
+  // In place the blocks read land in scratch (past the round's control words) and move into
+  // recvbuf once every peer is done reading it.
+  char* landing = out;
+  if (in_place) {
     const size_t control = PeerReadScratchBytes(n - 1, n - 1);
-    char* copy = static_cast<char*>(ctx.scratch(control + whole)) + control;
-    std::memcpy(copy, args.sendbuf, whole);
-    offered = copy;
-  } else {
-    std::memcpy(out + own, offered + own, block);
-    if (n == 1) return Status::Ok();
+    landing = static_cast<char*>(ctx.scratch(control + block * static_cast<size_t>(n))) + control;
   }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   for (int k = 1; k < n; ++k) {
     const int peer = (rank + k) % n;
     readers.push_back({peer, static_cast<size_t>(peer) * block, block});
-    reads.push_back({peer, own, out + static_cast<size_t>(peer) * block, block});
+    reads.push_back({peer, own, landing + static_cast<size_t>(peer) * block, block});
   }
-  return RunPeerReads(ctx, args, "read", offered, whole, readers, reads);
+  BRAID_RETURN_IF_ERROR(RunPeerReads(ctx, args, "read", in, block * static_cast<size_t>(n),
+                                     readers, reads, place_own));
+  if (in_place) {
+    for (int k = 1; k < n; ++k) {
+      const size_t at = static_cast<size_t>((rank + k) % n) * block;
+      std::memcpy(out + at, landing + at, block);
+    }
+  }
+  return Status::Ok();
 }
 
 // As the all-gather: n-1 offers, n-1 answers and n-1 reads of one block per rank.

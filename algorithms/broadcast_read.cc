@@ -19,8 +19,15 @@ Status ReadBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {
   const int n = ctx.size, rank = ctx.rank, root = args.root;
   const size_t bytes = args.count * DataTypeSize(args.type);
   if (bytes == 0) return Status::Ok();
-  if (rank == root && args.sendbuf != args.recvbuf) std::memcpy(args.recvbuf, args.sendbuf, bytes);
-  if (n == 1) return Status::Ok();
+  auto place_own = [&] {
+    if (rank == root && args.sendbuf != args.recvbuf) {
+      std::memcpy(args.recvbuf, args.sendbuf, bytes);
+    }
+  };
+  if (n == 1) {
+    place_own();
+    return Status::Ok();
+  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   if (rank == root) {
@@ -29,7 +36,7 @@ Status ReadBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {
     reads.push_back({root, 0, args.recvbuf, bytes});
   }
   return RunPeerReads(ctx, args, "read", rank == root ? args.sendbuf : nullptr,
-                      rank == root ? bytes : 0, readers, reads);
+                      rank == root ? bytes : 0, readers, reads, place_own);
 }
 
 // The root sends n-1 offers; every other rank reads the buffer once and answers. Priced as the

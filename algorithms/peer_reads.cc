@@ -57,7 +57,8 @@ size_t PeerReadScratchBytes(size_t reads, size_t readers) {
 
 Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
                     const char* algorithm, const void* offered, size_t offered_bytes,
-                    const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads) {
+                    const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads,
+                    FunctionRef<void()> meanwhile) {
   auto fail = [&](const Status& status, const char* doing, int peer) {
     return WithOperationContext(status, ctx, args, algorithm, doing, peer);
   };
@@ -89,6 +90,7 @@ Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
     answers_in[i] = readers_of[i]->PostRecv(&control.heard[i], sizeof(uint64_t),
                                             tag(kAnswerMessage));
   }
+  if (meanwhile) meanwhile();
 
   // 2. Reads, owner by owner as the offers come; a link that cannot read asks for a message.
   std::vector<Posted> fallbacks_in;

@@ -34,6 +34,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/collective_context.h"
+#include "algorithms/function_ref.h"
 #include "core/base/status.h"
 
 namespace braid::algorithms {
@@ -64,9 +65,12 @@ size_t PeerReadScratchBytes(size_t reads, size_t readers);
 // algorithms guarantee by computing both from the call's arguments. Returns once this rank's
 // reads landed and every reader of its buffer answered. Errors name the operation
 // (OperationContext with `algorithm`), the peer and the step; a read beyond the offer's length
-// is kInternalError (the ranks disagree about the call).
+// is kInternalError (the ranks disagree about the call). `meanwhile`, if given, runs once the
+// offers are out and before the first read: a rank's copy of its own block into place then
+// overlaps the peers' reads instead of delaying its offers.
 Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
                     const char* algorithm, const void* offered, size_t offered_bytes,
-                    const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads);
+                    const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads,
+                    FunctionRef<void()> meanwhile = {});
 
 }  // namespace braid::algorithms

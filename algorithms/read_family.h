@@ -23,7 +23,7 @@ Status ReadBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args);
 double ReadBroadcastCost(const LinkModel& link, int n, size_t bytes);
 
 // Every rank reads block `rank` of every peer's sendbuf into block `peer` of its recvbuf; in
-// place (sendbuf == recvbuf) the send blocks are first copied to scratch.
+// place (sendbuf == recvbuf) into scratch first, copied into place after the round.
 Status ReadAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args);
 double ReadAllToAllCost(const LinkModel& link, int n, size_t bytes);
 
