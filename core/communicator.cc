@@ -360,6 +360,10 @@ Communicator::~Communicator() {
   // before anything it uses goes.
   {
     std::lock_guard<std::mutex> lock(device_mutex_);
+    // The direct path's work runs on the queue's stream, after the queue's earlier steps: it goes
+    // first, while the queue's progress thread can still finish those.
+    direct_live_.store(nullptr);
+    direct_.reset();
     device_work_live_.store(nullptr);
     device_work_.reset();
     device_links_live_.store(nullptr);
@@ -455,6 +459,7 @@ void Communicator::Abort() {
     links_->Abort(broken_by);
     if (LinkPool* device_links = device_links_live_.load()) device_links->Abort(broken_by);
     if (auto* queue = device_work_live_.load()) queue->ReleaseAll();
+    if (auto* direct = direct_live_.load()) direct->ReleaseAll(rank_, true);
     return;
   }
   // The record goes out before the links close, so a peer that sees them close reads "rank R
@@ -474,6 +479,7 @@ void Communicator::Abort() {
   // After Break, so the abort is the recorded error: then every stream waiting on this
   // communicator's device work goes on at once.
   if (auto* queue = device_work_live_.load()) queue->ReleaseAll();
+  if (auto* direct = direct_live_.load()) direct->ReleaseAll(rank_, true);
 }
 
 Status Communicator::FailOnBadInput(const Status& bad_input, const char* op, bool numbered) {
@@ -1403,6 +1409,82 @@ Result<device_path::DeviceWorkQueue*> Communicator::DeviceWorkLocked() {
   return device_work_.get();
 }
 
+Result<device_path::DirectCollectives*> Communicator::DirectLocked(device::Device* device) {
+  if (direct_choice_ == DirectChoice::kDirect) return direct_.get();
+  if (direct_choice_ == DirectChoice::kStaged) return nullptr;
+  // Every input below is the same on every rank (the peer table, the configuration the job must
+  // agree on), so every rank decides alike.
+  std::string why_not;
+  if (config_.device_algo == "staged") why_not = "BRAID_DEVICE_ALGO=staged";
+  if (why_not.empty() && (size_ < 2 || size_ > device_path::DirectFlagBlock::kMaxRanks)) {
+    why_not = std::to_string(size_) + " ranks (it takes 2 to " +
+              std::to_string(device_path::DirectFlagBlock::kMaxRanks) + ")";
+  }
+  if (why_not.empty() && device_links_ == nullptr) why_not = "cuda_ipc is not allowed (BRAID_TRANSPORTS) or not available";
+  if (why_not.empty()) {
+    const transport::Transport& cuda_ipc = *device_links_->transports().front();
+    for (int r = 0; r < size_ && why_not.empty(); ++r) {
+      if (!cuda_ipc.CanConnect(PeerInfoOf(rank_, peers_[rank_]), PeerInfoOf(r, peers_[r]))) {
+        why_not = "rank " + std::to_string(r) + " is on another host";
+      }
+    }
+  }
+  if (!why_not.empty()) {
+    direct_choice_ = DirectChoice::kStaged;
+    BRAID_LOG(kInfo, rank_) << "device path: collectives staged through pinned host memory, not direct: " << why_not;
+    return nullptr;
+  }
+  device_path::DirectPeers::Options peers_options;
+  peers_options.rank = rank_;
+  peers_options.size = size_;
+  peers_options.comm_id = comm_id_;
+  peers_options.slot_bytes = device_path::DirectCollectives::kSlotBytes;
+  peers_options.slots = device_path::DirectCollectives::kSlots;
+  peers_options.publish = [this](const std::string& key, const std::string& value) {
+    return store_->Set(key, value, Deadline::AfterMs(config_.timeout_ms));
+  };
+  peers_options.read = [this](const std::string& key, Deadline deadline) { return store_->Get(key, deadline); };
+  peers_options.still_up = [this] {
+    std::lock_guard<LightLock> lock(op_mutex_);
+    return LinksStillUp();
+  };
+  auto peers = device_path::DirectPeers::Connect(*device, std::move(peers_options), Deadline::AfterMs(config_.timeout_ms));
+  if (!peers.ok()) {
+    // As a failure of device work: explained (every rank names the rank that failed first) and
+    // breaking the communicator, so braidCommGetAsyncError and every later call report it. The
+    // call itself returns success, as an enqueue whose work fails later does: nothing was
+    // enqueued, so no stream waits for it.
+    std::lock_guard<LightLock> lock(op_mutex_);
+    if (!broken_.load()) {
+      Break(ExplainFailure(peers.status().WithContext("device work"), algorithms::TagSpace::kCollective,
+                           next_sequence_, "direct device links"));
+    }
+    direct_choice_ = DirectChoice::kStaged;
+    return static_cast<device_path::DirectCollectives*>(nullptr);
+  }
+  device_path::DirectCollectives::Options options;
+  options.rank = rank_;
+  options.size = size_;
+  options.timeout_ms = config_.timeout_ms;
+  options.fail = [this](const Status& error) {
+    if (broken_.load()) return;
+    Break(error.WithContext("device work"));
+  };
+  auto made = device_path::DirectCollectives::Create(*device, std::move(peers).value(), std::move(options));
+  if (!made.ok()) {
+    Break(made.status());
+    return made.status();
+  }
+  direct_ = std::move(made).value();
+  direct_live_.store(direct_.get(), std::memory_order_release);
+  direct_choice_ = DirectChoice::kDirect;
+  BRAID_LOG(kInfo, rank_) << "device path: allreduce, reduce, allgather, broadcast and reducescatter direct (device "
+                          << "memory end to end, " << device_path::DirectCollectives::kSlots << " slots of "
+                          << (device_path::DirectCollectives::kSlotBytes >> 20)
+                          << " MiB per rank, stream flags); the other device work staged";
+  return direct_.get();
+}
+
 Status Communicator::LinkDevicePeers(const std::vector<int>& peers) {
   if (device_links_live_.load(std::memory_order_acquire) == nullptr) return Status::Ok();
   std::vector<int> wanted = peers;
@@ -1506,6 +1588,13 @@ Status Communicator::EnqueueCollective(const algorithms::CollectiveArgs& args, v
   std::lock_guard<std::mutex> lock(device_mutex_);
   if (broken_.load() || finalized_) return broken_.load() ? AsyncError() : WhyUnusable();
   BRAID_ASSIGN_OR_RETURN(device_path::DeviceWorkQueue* queue, DeviceWorkLocked());
+  if (device_path::DirectCollectives::Handles(args.kind)) {
+    BRAID_ASSIGN_OR_RETURN(device::Device* device, device_path::ProcessDevice());
+    BRAID_ASSIGN_OR_RETURN(device_path::DirectCollectives* direct, DirectLocked(device));
+    // On the queue's stream: after the staged work enqueued before it, before the staged work after.
+    if (direct != nullptr) return direct->Enqueue(args, queue->stream(), stream);
+    if (broken_.load()) return Status::Ok();  // the direct links failed: reported as an async error
+  }
   return queue->Enqueue(device_path::StageCollective(args, rank_, size_, config_.device_chunk_bytes,
                                                      [this](const algorithms::CollectiveArgs& host) {
                                                        DeviceWorkScope scope(this);

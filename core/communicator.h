@@ -49,6 +49,7 @@
 #include "core/link_pool.h"
 #include "core/base/status.h"
 #include "core/device_path/device_work_queue.h"
+#include "core/device_path/direct_collectives.h"
 #include "core/device_path/stream_join.h"
 #include "rendezvous/peer_exchange.h"
 #include "rendezvous/peer_table.h"
@@ -202,6 +203,11 @@ class Communicator {
   }
   // The device work queue, made on first use. Caller holds device_mutex_.
   Result<device_path::DeviceWorkQueue*> DeviceWorkLocked();
+  // The direct path (device_path/direct_collectives.h) when this communicator takes it for its
+  // device collectives, made on first use; null when it does not (decided once, alike on every
+  // rank: 2 to 8 ranks, all on this host by cuda_ipc's rule, cuda_ipc allowed by BRAID_TRANSPORTS,
+  // BRAID_DEVICE_ALGO unset or direct). Caller holds device_mutex_, after DeviceWorkLocked.
+  Result<device_path::DirectCollectives*> DirectLocked(device::Device* device);
   // Runs `args` with the registered `algorithm`, outside the selector, as an operation of
   // collective `sequence` in tag space `space` (kTrial or kCheck, so that its messages never
   // match the collective's): BRAID_CHECK's argument exchange and a trial's sum.
@@ -359,6 +365,11 @@ class Communicator {
   // Made with device_work_ and declared before it, so it outlives the queue's stream wait.
   std::unique_ptr<device_path::StreamJoin> stream_join_;
   std::unique_ptr<device_path::DeviceWorkQueue> device_work_;
+  // Device collectives of a single-host communicator, on device_work_'s stream; destroyed first.
+  std::unique_ptr<device_path::DirectCollectives> direct_;
+  std::atomic<device_path::DirectCollectives*> direct_live_{nullptr};  // for Abort's lock-free look
+  enum class DirectChoice { kUndecided, kDirect, kStaged };
+  DirectChoice direct_choice_ = DirectChoice::kUndecided;  // guarded by device_mutex_
   // device_work_'s pointer once made, for the host path's and Abort's lock-free look.
   std::atomic<device_path::DeviceWorkQueue*> device_work_live_{nullptr};
   std::atomic<int> cu_device_{-1};  // CuDevice(): set with device_work_

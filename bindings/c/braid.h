@@ -172,6 +172,11 @@ typedef struct braidConfig {
                             memory in steps of at most this many bytes, pipelined so copies
                             overlap the wire; 0 = the whole message in one step. Must be the same
                             on every rank (docs/CUDA.md). */
+  const char* deviceAlgo; /* BRAID_DEVICE_ALGO: "direct" (the default) runs device-buffer allreduce,
+                            reduce, allgather, broadcast and reducescatter in device memory end to
+                            end where all ranks are on one host and cuda_ipc is allowed; "staged"
+                            stages them through pinned host memory like the rest (docs/CUDA.md).
+                            Must be the same on every rank. */
 } braidConfig_t;
 
 #define BRAID_CONFIG_INITIALIZER                                                          \
@@ -179,7 +184,7 @@ typedef struct braidConfig {
     sizeof(braidConfig_t), BRAID_CONFIG_MAGIC, BRAID_VERSION_CODE, BRAID_CONFIG_UNDEF_INT, \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR, BRAID_CONFIG_UNDEF_PTR,           \
         BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR,           \
-        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT                                    \
+        BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_INT, BRAID_CONFIG_UNDEF_PTR            \
   }
 
 /* *version = BRAID_VERSION_CODE of the library (compare with the header's to catch a mismatch). */

@@ -72,6 +72,14 @@ Result<Config> ConfigFromC(const braidConfig_t* c) {
     }
     config.device_chunk_bytes = static_cast<size_t>(c->deviceChunkBytes);
   }
+  if (c->size >= offsetof(braidConfig_t, deviceAlgo) + sizeof(c->deviceAlgo) &&
+      c->deviceAlgo != BRAID_CONFIG_UNDEF_PTR) {
+    const std::string algo = c->deviceAlgo;
+    if (!algo.empty() && algo != "direct" && algo != "staged") {
+      return Status::InvalidArgument("config->deviceAlgo must be \"direct\" or \"staged\", got \"" + algo + "\"");
+    }
+    config.device_algo = algo;
+  }
   return config;
 }
 

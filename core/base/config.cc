@@ -31,6 +31,10 @@ Result<Config> ParseEnvironment() {
   int64_t device_chunk = 0;
   BRAID_ASSIGN_OR_RETURN(device_chunk, IntFromEnvironment("BRAID_DEVICE_CHUNK_BYTES", config.device_chunk_bytes));
   config.device_chunk_bytes = static_cast<size_t>(device_chunk);
+  if (const char* v = std::getenv("BRAID_DEVICE_ALGO")) config.device_algo = v;
+  if (!config.device_algo.empty() && config.device_algo != "direct" && config.device_algo != "staged") {
+    return Status::InvalidArgument("BRAID_DEVICE_ALGO='" + config.device_algo + "' is neither direct nor staged");
+  }
   if (const char* v = std::getenv("BRAID_SOCKET_IFNAME")) config.socket_ifname = v;
   if (const char* v = std::getenv("BRAID_SOCKET_FAMILY")) config.socket_family = v;
   if (!config.socket_family.empty() && config.socket_family != "AF_INET" &&

@@ -22,6 +22,11 @@ struct Config {
   // step overlap the host collective of another (core/device_path/staged_op.h); 0 stages the
   // whole message at once. Must be the same on every rank.
   size_t device_chunk_bytes = 1024 * 1024;
+  // BRAID_DEVICE_ALGO: how device-buffer collectives run where the communicator's ranks are all
+  // on this host and may link over cuda_ipc: "direct" (or empty, the default: device memory end to
+  // end, core/device_path/direct_collectives.h) or "staged" (through pinned host memory and the
+  // host transports, as everywhere else). Must be the same on every rank.
+  std::string device_algo;
   // BRAID_SOCKET_IFNAME: NCCL's syntax ("eth", "^docker", "=eth0", comma-separated).
   std::string socket_ifname;
   // BRAID_SOCKET_FAMILY: "AF_INET", "AF_INET6", or empty for either.

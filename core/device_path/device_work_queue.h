@@ -97,6 +97,9 @@ class DeviceWorkQueue {
   // numbered from 1 in enqueue order). One load; for diagnostics and the pipeline's tests, which
   // watch later steps being staged while a host part runs.
   uint32_t StagedThrough() const;
+  // The communicator's stream. The direct path (direct_collectives.h) enqueues on it too, under
+  // the same serialisation as Enqueue, so both paths' work runs in issue order.
+  device::Stream& stream() { return *stream_; }
 
  private:
   struct Slot {

@@ -1,7 +1,11 @@
 // Every collective and send/recv on CUDA device buffers through braid.h, on the one GPU, at 1, 2,
 // 4 and 8 ranks, as processes and as threads: the checks CI runs on the simulated device
 // (tests/core/device_path/device_checks.h), here on the real CUDA device (//bindings/c:braid_cuda
-// registers it). Device work links the ranks over cuda_ipc (every transport allowed); the jobs
+// registers it). With every transport allowed the ranks share one host, so allreduce, reduce,
+// allgather, broadcast and reducescatter take the direct path (device memory end to end, stream
+// flags; core/device_path/direct_collectives.h), once at a one-step count and, at 2 and 4 ranks,
+// at a count of three 4 MiB steps; the rest of the device work is staged over cuda_ipc. The same
+// jobs with deviceAlgo "staged" stage everything over cuda_ipc (2 and 4 ranks). The jobs
 // are run again pipelined (BRAID_DEVICE_CHUNK_BYTES small: 64 KiB steps, an odd count, so every
 // message is several steps with boundaries inside it) at 2 and 4 ranks over shm only
 // (BRAID_TRANSPORTS ^cuda_ipc), so a failure names which of the two it is. Exit
@@ -49,8 +53,9 @@ bool DeviceInChild() {
 // One job: `size` ranks of one communicator, each running every device check on its own stream,
 // then (processes only: threads would share it) the NULL stream. `chunk_bytes`: the
 // communicator's deviceChunkBytes (BRAID_CONFIG_UNDEF_INT: the default); `transports`: its
-// BRAID_TRANSPORTS (null: every transport).
-std::vector<std::string> RunJob(int size, bool processes, size_t count, int chunk_bytes, const char* transports) {
+// BRAID_TRANSPORTS (null: every transport); `device_algo`: its deviceAlgo (null: the default, direct).
+std::vector<std::string> RunJob(int size, bool processes, size_t count, int chunk_bytes, const char* transports,
+                                const char* device_algo = nullptr) {
   braidUniqueId id;
   if (braidGetUniqueId(&id) != braidSuccess) return {std::string("braidGetUniqueId: ") + braidGetLastError(nullptr)};
   auto body = [&](int rank, int n) -> std::string {
@@ -58,6 +63,7 @@ std::vector<std::string> RunJob(int size, bool processes, size_t count, int chun
     config.timeoutMs = 120000;
     config.deviceChunkBytes = chunk_bytes;
     config.transports = transports;
+    config.deviceAlgo = device_algo;
     braidComm_t comm = nullptr;
     if (braidCommInitRankConfig(&comm, n, id, rank, &config) != braidSuccess) {
       return std::string("init: ") + braidGetLastError(nullptr);
@@ -106,7 +112,23 @@ int main(int argc, char** argv) {
   const std::vector<int> pipelined_sizes = quick ? std::vector<int>{2} : std::vector<int>{2, 4};
   const int pipelined_chunk = quick ? 1000 : 64 * 1024;
   const size_t pipelined_count = quick ? 997 : (1 << 18) + 13;
+  // Direct-path jobs besides the one-step ones: three 4 MiB steps (the last short), and the same
+  // device work staged (deviceAlgo "staged") for comparison.
+  const std::vector<int> direct_sizes = quick ? std::vector<int>{2} : std::vector<int>{2, 4};
+  const size_t steps_count = quick ? 1031 : 2 * (size_t{4} << 20) / sizeof(float) + 4099;
   for (bool processes : {true, false}) {  // processes first: see the header
+    for (int size : direct_sizes) {
+      for (const char* algo : {"direct", "staged"}) {
+        const size_t n = std::string(algo) == "direct" ? steps_count : count;
+        const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads") +
+                                ", deviceAlgo " + algo + ", count " + std::to_string(n);
+        const std::string failures = braid::testing::Failures(
+            RunJob(size, processes, n, BRAID_CONFIG_UNDEF_INT, nullptr, algo));
+        checks.Expect(failures.empty(), job + ": " + failures);
+        std::printf("%s: %s: %s\n", kName, job.c_str(), failures.empty() ? "ok" : "FAILED");
+        std::fflush(stdout);
+      }
+    }
     for (int size : sizes) {
       for (bool pipelined : {false, true}) {
         if (pipelined && std::find(pipelined_sizes.begin(), pipelined_sizes.end(), size) == pipelined_sizes.end()) {
@@ -114,7 +136,7 @@ int main(int argc, char** argv) {
         }
         const std::string job = std::to_string(size) + " ranks as " + (processes ? "processes" : "threads") +
                                 (pipelined ? ", pipelined in " + std::to_string(pipelined_chunk) + "-byte steps over shm"
-                                           : ", cuda_ipc");
+                                           : ", direct (from 2 ranks) and cuda_ipc");
         const std::string failures = braid::testing::Failures(
             pipelined ? RunJob(size, processes, pipelined_count, pipelined_chunk, "^cuda_ipc")
                       : RunJob(size, processes, count, BRAID_CONFIG_UNDEF_INT, nullptr));

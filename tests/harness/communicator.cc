@@ -24,6 +24,7 @@ std::string Describe(const CommJob& job) {
     s += ", shm single copy from " + std::to_string(c.shmSingleCopyBytes) + " bytes";
   }
   if (c.deviceChunkBytes != BRAID_CONFIG_UNDEF_INT) s += ", device chunk " + std::to_string(c.deviceChunkBytes);
+  if (c.deviceAlgo != BRAID_CONFIG_UNDEF_PTR) s += std::string(", device algo ") + c.deviceAlgo;
   return s;
 }
 

@@ -40,38 +40,9 @@ std::shared_ptr<device::Device>& TestingDevice() {
 
 std::string Rank(int rank) { return "rank " + std::to_string(rank); }
 
-// Receives one frame (and at most one descriptor) within the deadline, polling so that an abort
-// (`aborted` non-OK) or a peer that closes ends the wait.
-Result<size_t> RecvFrameBy(int socket, void* data, size_t capacity, int* fd, Deadline deadline,
-                           const std::function<Status()>& aborted, const std::string& what) {
-  for (;;) {
-    bool truncated = false;
-    const ssize_t got = shm::RecvFrame(socket, data, capacity, fd, &truncated);
-    if (got > 0) {
-      if (truncated) return Status::RemoteError(what + ": a frame too large");
-      return static_cast<size_t>(got);
-    }
-    if (got == 0) return Status::RemoteError(what + ": the peer closed the connection");
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return Status::RemoteError(what + ": " + std::strerror(errno));
-    }
-    BRAID_RETURN_IF_ERROR(aborted());
-    if (deadline.Expired()) return Status::Timeout(what + ": nothing within the deadline");
-    pollfd p{socket, POLLIN, 0};
-    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(deadline.RemainingMs() + 1, 50)));
-  }
-}
-
-Status SendAll(int socket, const void* data, size_t bytes, int fd, const std::string& what) {
-  for (int tries = 0; tries < 1000; ++tries) {
-    if (shm::SendFrame(socket, data, bytes, fd)) return Status::Ok();
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      return Status::RemoteError(what + ": " + std::strerror(errno));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return Status::RemoteError(what + ": the socket stayed full");
-}
+// The blocking frame helpers are shm's (unix_socket.h), shared with the device path's direct set-up.
+using shm::RecvFrameBy;
+using shm::SendAll;
 
 }  // namespace
 

@@ -3,11 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace braid::transport::shm {
 namespace {
@@ -122,6 +126,37 @@ pid_t PeerPid(int fd) {
   socklen_t length = sizeof(cred);
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;
   return cred.pid;
+}
+
+Result<size_t> RecvFrameBy(int socket, void* data, size_t capacity, int* fd, Deadline deadline,
+                           const std::function<Status()>& aborted, const std::string& what) {
+  for (;;) {
+    bool truncated = false;
+    const ssize_t got = RecvFrame(socket, data, capacity, fd, &truncated);
+    if (got > 0) {
+      if (truncated) return Status::RemoteError(what + ": a frame too large");
+      return static_cast<size_t>(got);
+    }
+    if (got == 0) return Status::RemoteError(what + ": the peer closed the connection");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::RemoteError(what + ": " + std::strerror(errno));
+    }
+    BRAID_RETURN_IF_ERROR(aborted());
+    if (deadline.Expired()) return Status::Timeout(what + ": nothing within the deadline");
+    pollfd p{socket, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(deadline.RemainingMs() + 1, 50)));
+  }
+}
+
+Status SendAll(int socket, const void* data, size_t bytes, int fd, const std::string& what) {
+  for (int tries = 0; tries < 1000; ++tries) {
+    if (SendFrame(socket, data, bytes, fd)) return Status::Ok();
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::RemoteError(what + ": " + std::strerror(errno));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::RemoteError(what + ": the socket stayed full");
 }
 
 }  // namespace braid::transport::shm

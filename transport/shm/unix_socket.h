@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
+#include "core/base/deadline.h"
 #include "core/base/status.h"
 
 namespace braid::transport::shm {
@@ -30,6 +32,14 @@ bool SendFrame(int fd, const void* data, size_t bytes, int pass_fd = -1);
 // end of file, -1 with errno (EAGAIN: nothing yet). `*truncated` says the frame or its control
 // data did not fit.
 ssize_t RecvFrame(int fd, void* data, size_t capacity, int* received_fd, bool* truncated);
+// Receives one frame (and at most one descriptor, as RecvFrame) within the deadline, polling so
+// that an abort (`aborted` returning non-OK) or a peer that closes ends the wait. Errors name
+// `what`: kRemoteError when the peer closed or the frame did not fit, kTimeout at the deadline.
+Result<size_t> RecvFrameBy(int socket, void* data, size_t capacity, int* fd, Deadline deadline,
+                           const std::function<Status()>& aborted, const std::string& what);
+// Sends one frame (with `fd` attached when >= 0), retrying for up to a second while the socket
+// is full; kRemoteError naming `what` otherwise.
+Status SendAll(int socket, const void* data, size_t bytes, int fd, const std::string& what);
 // The pid of the process at the other end (SO_PEERCRED, in this process's pid namespace), or -1.
 pid_t PeerPid(int fd);
 

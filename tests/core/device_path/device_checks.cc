@@ -432,4 +432,17 @@ std::string RunAllDeviceChecks(braidComm_t comm, int rank, int size, size_t coun
   return RunDeviceBackToBack(comm, rank, size, 4, count, device, stream);
 }
 
+std::string CheckLossReported(braidComm_t comm, void* d, void* native, const std::string& lost) {
+  braidResult_t async = braidSuccess;
+  if (braidCommGetAsyncError(comm, &async) != braidSuccess) return "braidCommGetAsyncError failed";
+  if (async != braidRemoteError) return std::string("async error is ") + braidGetErrorString(async);
+  // The next call returns the same error, whose message leads with the failed rank.
+  const braidResult_t next = braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, native);
+  const std::string error = braidGetLastError(comm);
+  if (next != braidRemoteError || error.find(lost) == std::string::npos) {
+    return std::string("the next call: ") + braidGetErrorString(next) + ": " + error;
+  }
+  return "";
+}
+
 }  // namespace braid::testing

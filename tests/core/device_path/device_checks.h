@@ -52,4 +52,9 @@ std::string RunDeviceBackToBack(braidComm_t comm, int rank, int size, int ops, s
 std::string RunAllDeviceChecks(braidComm_t comm, int rank, int size, size_t count, device::Device& device,
                                device::Stream* stream);
 
+// After a peer was lost during device work on `comm`: braidCommGetAsyncError says
+// braidRemoteError, and the next call (an allreduce of 16 float32 on device buffer `d` on
+// `native`) returns it with a message naming `lost` ("rank 1"). "" or what differs.
+std::string CheckLossReported(braidComm_t comm, void* d, void* native, const std::string& lost);
+
 }  // namespace braid::testing
