@@ -445,4 +445,16 @@ std::string CheckLossReported(braidComm_t comm, void* d, void* native, const std
   return "";
 }
 
+std::string CheckAbortReleases(braidComm_t comm, device::Stream& stream) {
+  Status blocked = stream.Synchronize(Deadline::AfterMs(300));
+  if (blocked.code() != Code::kTimeout) return "the stream was not blocked on the missing peer: " + blocked.ToString();
+  if (braidCommAbort(comm) != braidSuccess) return std::string("abort: ") + braidGetLastError(comm);
+  Status released = stream.Synchronize(Deadline::AfterMs(5000));
+  if (!released.ok()) return "the stream stayed blocked after braidCommAbort: " + released.ToString();
+  braidResult_t async = braidSuccess;
+  if (braidCommGetAsyncError(comm, &async) != braidSuccess) return "braidCommGetAsyncError failed";
+  if (async != braidAborted) return std::string("async error after abort is ") + braidGetErrorString(async);
+  return "";
+}
+
 }  // namespace braid::testing

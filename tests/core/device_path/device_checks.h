@@ -57,4 +57,9 @@ std::string RunAllDeviceChecks(braidComm_t comm, int rank, int size, size_t coun
 // `native`) returns it with a message naming `lost` ("rank 1"). "" or what differs.
 std::string CheckLossReported(braidComm_t comm, void* d, void* native, const std::string& lost);
 
+// `stream` holds device work that waits for a peer that never comes: it is still blocked 300 ms
+// later, braidCommAbort(comm) frees it within 5 s, and braidCommGetAsyncError then says
+// braidAborted. "" or what differs.
+std::string CheckAbortReleases(braidComm_t comm, device::Stream& stream);
+
 }  // namespace braid::testing

@@ -325,6 +325,15 @@ TEST_CASE("a late reader holds the writers back until it has read a slot", "[dev
   BRAID_CHECK_RANKS(results);
 }
 
+// A first direct allreduce of `count` float32 on `d` that every rank makes (the direct path's
+// memory is exchanged there), synchronized. "" or what failed.
+std::string FirstDirectAllreduce(braidComm_t comm, device::Stream& stream, void* d, size_t count) {
+  const braidResult_t called = braidAllReduce(d, d, count, braidFloat32, braidSum, comm, stream.native());
+  if (called != braidSuccess) return std::string("first allreduce: ") + braidGetLastError(comm);
+  Status first = stream.Synchronize(Deadline::AfterMs(20000));
+  return first.ok() ? "" : "first allreduce: " + first.ToString();
+}
+
 TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "[device_path][direct]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
   const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
@@ -338,10 +347,8 @@ TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "
     auto stream = sim->NewStream();
     if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
     void* d = dev.value()->data();
-    // Both ranks once (the direct path's memory is exchanged at the first call).
-    BRAID_TRY(braidAllReduce(d, d, 1024, braidFloat32, braidSum, comm, stream.value()->native()), "first allreduce");
-    Status first = stream.value()->Synchronize(Deadline::AfterMs(20000));
-    if (!first.ok()) return "first allreduce: " + first.ToString();
+    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
+    if (!first.empty()) return first;
     if (rank == 1) {
       // Never calls the second one; stays until rank 0 has aborted (its socket says so), then
       // leaves without destroying anything rank 0 still maps.
@@ -351,15 +358,7 @@ TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "
     // Three steps, so the stream waits in the middle of the operation's flags.
     BRAID_TRY(braidAllReduce(d, d, kThreeSteps / 2, braidFloat32, braidSum, comm, stream.value()->native()),
               "second allreduce");
-    Status blocked = stream.value()->Synchronize(Deadline::AfterMs(300));
-    if (blocked.code() != Code::kTimeout) return "the stream was not blocked on the missing peer: " + blocked.ToString();
-    BRAID_TRY(braidCommAbort(comm), "abort");
-    Status released = stream.value()->Synchronize(Deadline::AfterMs(5000));
-    if (!released.ok()) return "the stream stayed blocked after braidCommAbort: " + released.ToString();
-    braidResult_t async = braidSuccess;
-    BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
-    if (async != braidAborted) return std::string("async error after abort is ") + braidGetErrorString(async);
-    return "";
+    return CheckAbortReleases(comm, *stream.value());
   });
   BRAID_CHECK_RANKS(results);
 }
@@ -375,9 +374,8 @@ TEST_CASE("a direct operation a live peer never joins fails at the deadline, rel
     auto stream = sim->NewStream();
     if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
     void* d = dev.value()->data();
-    BRAID_TRY(braidAllReduce(d, d, 1024, braidFloat32, braidSum, comm, stream.value()->native()), "first allreduce");
-    Status first = stream.value()->Synchronize(Deadline::AfterMs(20000));
-    if (!first.ok()) return "first allreduce: " + first.ToString();
+    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
+    if (!first.empty()) return first;
     if (rank == 1) {  // alive, linked, and never joins the second allreduce
       std::this_thread::sleep_for(std::chrono::milliseconds(4000));
       return "";
@@ -409,9 +407,8 @@ TEST_CASE("a rank killed during direct work is named by braidCommGetAsyncError",
     auto stream = sim->NewStream();
     if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
     void* d = dev.value()->data();
-    BRAID_TRY(braidAllReduce(d, d, 8192, braidFloat32, braidSum, comm, stream.value()->native()), "first allreduce");
-    Status first = stream.value()->Synchronize(Deadline::AfterMs(20000));
-    if (!first.ok()) return "first allreduce: " + first.ToString();
+    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 8192);
+    if (!first.empty()) return first;
     if (rank == 1) kill(getpid(), SIGKILL);
     const auto start = std::chrono::steady_clock::now();
     BRAID_TRY(braidAllReduce(d, d, kThreeSteps / 2, braidFloat32, braidSum, comm, stream.value()->native()),
