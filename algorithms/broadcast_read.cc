@@ -6,6 +6,7 @@
 // straight into its recvbuf (peer_reads.h): one copy per rank, all at once where there are CPUs
 // for them, and a non-root waits for nobody but the root's offer. The root returns once every
 // rank answered, so back-to-back broadcasts do not overlap down a chain as they do on the ring.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -45,9 +46,10 @@ Status ReadBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {
 double ReadBroadcastCost(const LinkModel& link, int n, size_t bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
-  const double reader = cost::PeerReadRound(link, 1, 1, b);
+  const double busiest =
+      std::max(cost::PeerReadRound(link, n - 1, 0, b), cost::PeerReadRound(link, 1, 1, b));
   const double all = cost::PeerReadRound(link, 2 * (n - 1), n - 1, b);
-  return cost::RootedCall(link, reader, all);
+  return cost::RootedCall(link, busiest, all);
 }
 
 }  // namespace braid::algorithms

@@ -75,6 +75,8 @@ const std::vector<Algorithm>& Algorithms() {
       {"read", Collective::kAllGather, ReadAllGather, ReadAllGatherCost},
       {"read", Collective::kBroadcast, ReadBroadcast, ReadBroadcastCost},
       {"read", Collective::kAllToAll, ReadAllToAll, ReadAllToAllCost},
+      {"read", Collective::kGather, ReadGather, ReadGatherCost},
+      {"read", Collective::kScatter, ReadScatter, ReadScatterCost},
       // --- end read family ---
 
       // --- two-level family (hierarchical.h: *_hier.cc) ---

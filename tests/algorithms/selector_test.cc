@@ -702,7 +702,8 @@ TEST_CASE("the read family is picked only where the measured single-copy rate wi
   const AlgorithmPolicy any = MustParse("");
   const size_t large = size_t{4} << 20;  // per rank: 16 MiB gathered on 4 ranks
   LinkModel link = Synthetic(8, 1.5, true);
-  for (Collective kind : {Collective::kAllGather, Collective::kBroadcast, Collective::kAllToAll}) {
+  for (Collective kind : {Collective::kAllGather, Collective::kBroadcast, Collective::kAllToAll,
+                          Collective::kGather, Collective::kScatter}) {
     CAPTURE(CollectiveName(kind));
     link.peer_read_gbps = 0;  // not measured, or cross-memory attach refused
     link.peer_read_min_bytes = 256 << 10;

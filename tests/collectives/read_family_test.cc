@@ -1,5 +1,5 @@
-// The read family (algorithms/read_family.h: all-gather, broadcast and all-to-all by single-copy
-// reads of the peers' buffers) beyond the reference sweeps (sweep_test forces it as it forces
+// The read family (algorithms/read_family.h: all-gather, broadcast, all-to-all, gather and
+// scatter by single-copy reads of the peers' buffers) beyond the reference sweeps (sweep_test forces it as it forces
 // every registered algorithm: as threads and over TCP, where every pair falls back to messages,
 // and as processes): ranks as processes, where the reads are real process_vm_readv copies, over
 // counts of every size class with odd byte lengths, in place and out of place; and a rank whose
@@ -39,7 +39,7 @@ std::vector<Call> CallsOf(Coll coll, int size) {
   for (size_t count : kByteCounts) {
     for (bool in_place : {false, true}) {
       for (int root : {0, size - 1}) {
-        if (coll != Coll::kBroadcast && root != 0) continue;
+        if (!Rooted(coll) && root != 0) continue;
         Call call;
         call.coll = coll;
         call.type = braidUint8;
@@ -63,6 +63,8 @@ const char* Spec(Coll coll) {
   switch (coll) {
     case Coll::kAllGather: return "allgather:read";
     case Coll::kBroadcast: return "broadcast:read";
+    case Coll::kGather: return "gather:read";
+    case Coll::kScatter: return "scatter:read";
     default: return "alltoall:read";
   }
 }
@@ -114,7 +116,8 @@ std::string RefuseCrossMemoryAttach() {
 
 TEST_CASE("read family, ranks as processes: every size class matches the reference",
           "[read][processes]") {
-  const Coll coll = GENERATE(Coll::kAllGather, Coll::kBroadcast, Coll::kAllToAll);
+  const Coll coll =
+      GENERATE(Coll::kAllGather, Coll::kBroadcast, Coll::kAllToAll, Coll::kGather, Coll::kScatter);
   const int size = GENERATE(2, 3, 4);
   CAPTURE(Spec(coll), size);
   BRAID_CHECK_RANKS(RunReads(coll, size, CommJob()));
@@ -123,7 +126,8 @@ TEST_CASE("read family, ranks as processes: every size class matches the referen
 TEST_CASE("read family: a rank whose process refuses cross-memory attach gets its blocks as "
           "messages, the others still read",
           "[read][processes][faults]") {
-  const Coll coll = GENERATE(Coll::kAllGather, Coll::kBroadcast, Coll::kAllToAll);
+  const Coll coll =
+      GENERATE(Coll::kAllGather, Coll::kBroadcast, Coll::kAllToAll, Coll::kGather, Coll::kScatter);
   CAPTURE(Spec(coll));
   CommJob job;
   // Rank 1 cannot read anyone (its links say so from the handshake's probe on); the others can

@@ -124,6 +124,30 @@ TEST_CASE("a rank killed mid-collective is named by every survivor within 10 s",
   }
 }
 
+// The same with the read family forced (algorithms/read_family.h): a survivor may be reading the
+// dead rank's buffer (process_vm_readv of a process that is gone), waiting for its offer, or
+// waiting for its answer before giving its own buffer back.
+TEST_CASE("a rank killed mid-collective by single-copy reads is named by every survivor within "
+          "10 s",
+          "[faults][kill][read]") {
+  const char* collective = GENERATE("broadcast", "allgather", "alltoall", "gather", "scatter");
+  CAPTURE(collective);
+  const std::string algo = std::string(collective) + ":read";
+  const braidUniqueId id = braid::testing::NewId();
+  braid::testing::CommJob job = KillJob(kRanks, "shm", id);
+  job.config.algo = algo.c_str();
+  job.body_destroys = true;
+  auto results = braid::testing::RunComms(job, [&](braidComm_t comm, int rank, int) {
+    return Survive(comm, id, rank, collective);
+  });
+  CHECK(results[kDead].find("killed by signal 9") != std::string::npos);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    if (rank == kDead) continue;
+    INFO("rank " << rank << ": " << results[rank]);
+    CHECK(results[rank].empty());
+  }
+}
+
 // A rank that is already dead when a survivor first needs a link to it. With 4 ranks only ring
 // neighbours are linked at init, so ranks 0 and 2 link on first use (pairwise all-to-all needs
 // every pair): the survivor's Connect must notice the peer is gone (its listener refuses), not
