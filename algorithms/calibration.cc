@@ -428,6 +428,23 @@ LinkModel DefaultLinkModel(const Calibration& calibration, const char* transport
                        << " us, bandwidth " << link.bandwidth_gbps << " GB/s, reduce "
                        << link.reduce_gbps << " GB/s; from " << calibration.source()
                        << " (checksum " << calibration.Fingerprint() << ")";
+  // The read family's price (cost::PeerReadRound): why the selector may or may not pick it.
+  if (transport != nullptr && std::strcmp(transport, "shm") == 0) {
+    std::string reads;
+    if (link.peer_read_gbps <= 0) {
+      reads = "not priced: the calibration has no single-copy rate (not measured, or "
+              "cross-memory attach refused; bench/calibrate --write measures it)";
+    } else if (link.peer_read_min_bytes <= 0) {
+      reads = "not priced: one copy measured slower than the ring at every size (" +
+              Number(link.peer_read_gbps) + " GB/s against " + Number(link.bandwidth_gbps) +
+              " GB/s)";
+    } else {
+      reads = "priced at " + Number(link.peer_read_gbps) + " GB/s for blocks from " +
+              Number(link.peer_read_min_bytes) + " bytes (ring " + Number(link.bandwidth_gbps) +
+              " GB/s)";
+    }
+    BRAID_LOG(kInfo, -1) << "single-copy reads (BRAID_ALGO <collective>:read): " << reads;
+  }
   return link;
 }
 
