@@ -29,10 +29,6 @@ Status ReadAllGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
   auto place_own = [&] {
     if (args.sendbuf != own) std::memcpy(own, args.sendbuf, block);
   };
-  if (n == 1) {
-    place_own();
-    return Status::Ok();
-  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   for (int k = 1; k < n; ++k) {

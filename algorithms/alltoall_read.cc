@@ -30,14 +30,10 @@ Status ReadAllToAll(const CollectiveContext& ctx, const CollectiveArgs& args) {
   auto place_own = [&] {
     if (!in_place) std::memcpy(out + own, in + own, block);
   };
-  if (n == 1) {
-    place_own();
-    return Status::Ok();
-  }
   // In place the blocks read land in scratch (past the round's control words) and move into
   // recvbuf once every peer is done reading it.
   char* landing = out;
-  if (in_place) {
+  if (in_place && n > 1) {
     const size_t control = PeerReadScratchBytes(n - 1, n - 1);
     landing = static_cast<char*>(ctx.scratch(control + block * static_cast<size_t>(n))) + control;
   }

@@ -25,10 +25,6 @@ Status ReadBroadcast(const CollectiveContext& ctx, const CollectiveArgs& args) {
       std::memcpy(args.recvbuf, args.sendbuf, bytes);
     }
   };
-  if (n == 1) {
-    place_own();
-    return Status::Ok();
-  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   if (rank == root) {

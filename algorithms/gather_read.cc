@@ -23,10 +23,6 @@ Status ReadGather(const CollectiveContext& ctx, const CollectiveArgs& args) {
     char* own = out + static_cast<size_t>(root) * block;
     if (rank == root && args.sendbuf != own) std::memmove(own, args.sendbuf, block);
   };
-  if (n == 1) {
-    place_own();
-    return Status::Ok();
-  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   if (rank == root) {

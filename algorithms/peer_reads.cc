@@ -59,6 +59,10 @@ Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
                     const char* algorithm, const void* offered, size_t offered_bytes,
                     const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads,
                     FunctionRef<void()> meanwhile) {
+  if (readers.empty() && reads.empty()) {  // one rank: nothing to offer or read
+    if (meanwhile) meanwhile();
+    return Status::Ok();
+  }
   auto fail = [&](const Status& status, const char* doing, int peer) {
     return WithOperationContext(status, ctx, args, algorithm, doing, peer);
   };

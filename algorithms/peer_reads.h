@@ -67,7 +67,8 @@ size_t PeerReadScratchBytes(size_t reads, size_t readers);
 // (OperationContext with `algorithm`), the peer and the step; a read beyond the offer's length
 // is kInternalError (the ranks disagree about the call). `meanwhile`, if given, runs once the
 // offers are out and before the first read: a rank's copy of its own block into place then
-// overlaps the peers' reads instead of delaying its offers.
+// overlaps the peers' reads instead of delaying its offers. With no readers and no reads (one
+// rank) it only runs `meanwhile`.
 Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
                     const char* algorithm, const void* offered, size_t offered_bytes,
                     const std::vector<PeerReader>& readers, const std::vector<PeerRead>& reads,

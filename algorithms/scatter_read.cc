@@ -24,10 +24,6 @@ Status ReadScatter(const CollectiveContext& ctx, const CollectiveArgs& args) {
     const char* own = in + static_cast<size_t>(root) * block;
     if (rank == root && args.recvbuf != own) std::memmove(args.recvbuf, own, block);
   };
-  if (n == 1) {
-    place_own();
-    return Status::Ok();
-  }
   std::vector<PeerReader> readers;
   std::vector<PeerRead> reads;
   if (rank == root) {

@@ -352,22 +352,27 @@ Status ShmChannel::CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes
       if (error.empty()) Land(op, done, bounce.data(), piece);
     }
   }
+  return CheckCopyFromPeer(error, "the buffer it sent by reference", address, bytes, abandoned,
+                           "it went away while this rank copied a message");
+}
+
+Status ShmChannel::CheckCopyFromPeer(const std::string& error, const char* buffer,
+                                     uint64_t address, uint64_t bytes, const char* abandoned,
+                                     const char* went_away) const {
   if (!error.empty()) {
     // The address and length are the peer's word: name them, since a bad pair is its fault.
     char where[64];
     std::snprintf(where, sizeof(where), "%#" PRIx64 ", %" PRIu64 " bytes", address, bytes);
-    return Status::RemoteError(LostMessage("the buffer it sent by reference (" + std::string(where) +
+    return Status::RemoteError(LostMessage(std::string(buffer) + " (" + where +
                                            ") cannot be read: " + error));
   }
-  // The sender may have given up (or died, and its pid been reused) while we copied: then the
+  // The peer may have given up (or died, and its pid been reused) while we copied: then the
   // bytes are not to be trusted.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (in_->abandoned.load(std::memory_order_relaxed) != 0) {
     return Status::RemoteError(LostMessage(abandoned));
   }
-  if (SocketHungUp()) {
-    return Status::RemoteError(LostMessage("it went away while this rank copied a message"));
-  }
+  if (SocketHungUp()) return Status::RemoteError(LostMessage(went_away));
   return Status::Ok();
 }
 
@@ -387,24 +392,9 @@ Status ShmChannel::ReadPeer(uint64_t address, void* destination, uint64_t bytes)
   if (in_->abandoned.load(std::memory_order_acquire) != 0) {
     return Status::RemoteError(LostMessage(abandoned));
   }
-  const std::string error = ReadFromProcess(peer_pid_, destination, address, bytes);
-  if (!error.empty()) {
-    // The address and length are the peer's word: name them, since a bad pair is its fault.
-    char where[64];
-    std::snprintf(where, sizeof(where), "%#" PRIx64 ", %" PRIu64 " bytes", address, bytes);
-    return Status::RemoteError(LostMessage("the buffer it offered for reading (" +
-                                           std::string(where) + ") cannot be read: " + error));
-  }
-  // As CopyRemote: a peer that gave up (or died, its pid reused) while we copied leaves bytes
-  // that are not to be trusted.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (in_->abandoned.load(std::memory_order_relaxed) != 0) {
-    return Status::RemoteError(LostMessage(abandoned));
-  }
-  if (SocketHungUp()) {
-    return Status::RemoteError(LostMessage("it went away while this rank read its buffer"));
-  }
-  return Status::Ok();
+  return CheckCopyFromPeer(ReadFromProcess(peer_pid_, destination, address, bytes),
+                           "the buffer it offered for reading", address, bytes, abandoned,
+                           "it went away while this rank read its buffer");
 }
 
 void ShmChannel::FailReceivesLocked(const Status& status) {

@@ -203,6 +203,11 @@ class ShmChannel : public RequestDriver, public std::enable_shared_from_this<Shm
   bool Poll();
   // Copies a message sent by reference into op's buffer (or hands it to op's sink).
   Status CopyRemote(const RecvOp& op, uint64_t address, uint64_t bytes);
+  // After a copy out of the peer's process (CopyRemote, ReadPeer): `error` (the copy's, "" if
+  // none) naming `buffer`, address and length, else whether the peer abandoned the link
+  // (`abandoned`) or hung up (`went_away`) meanwhile, which makes the copied bytes untrustworthy.
+  Status CheckCopyFromPeer(const std::string& error, const char* buffer, uint64_t address,
+                           uint64_t bytes, const char* abandoned, const char* went_away) const;
   void FailReceivesLocked(const Status& status);
   // Whether `record` (from Peek, may be null) is the whole of a message tagged `tag` of `bytes`
   // bytes: what a receive may land at once, without queueing (PostReceive, ReceiveWhole).
