@@ -121,7 +121,7 @@ Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
           << CommunicatorRank(ctx, read.peer) << "; asking it for a message";
       fallbacks_in.push_back({owners[i]->PostRecv(read.destination, read.bytes,
                                                   tag(kFallbackMessage)),
-                              read.peer, "receiving (its link cannot read the buffer of)"});
+                              read.peer, "receiving (no single-copy read) from"});
       control.answers[i] = kAnswerSendIt;
     }
     sends.push_back({owners[i]->PostSend(&control.answers[i], sizeof(uint64_t),
@@ -137,7 +137,7 @@ Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
     if (control.heard[i] == kAnswerSendIt) {
       sends.push_back({readers_of[i]->PostSend(static_cast<const char*>(offered) + reader.offset,
                                                reader.bytes, tag(kFallbackMessage)),
-                       reader.peer, "sending (it cannot read this rank's buffer) to"});
+                       reader.peer, "sending (no single-copy read) to"});
     } else if (control.heard[i] != kAnswerRead) {
       return fail(Status::Internal("its answer to this rank's offer is " +
                                    std::to_string(control.heard[i]) +
