@@ -96,9 +96,22 @@ Status RunPeerReads(const CollectiveContext& ctx, const CollectiveArgs& args,
   }
   if (meanwhile) meanwhile();
 
-  // 2. Reads, owner by owner as the offers come; a link that cannot read asks for a message.
+  // 2. Reads, owner by owner as the offers come (whichever has come first: where ranks take turns
+  // on the CPUs an owner that is not running yet must not hold up the reads of those that are);
+  // a link that cannot read asks for a message.
   std::vector<Posted> fallbacks_in;
-  for (size_t i = 0; i < reads.size(); ++i) {
+  std::vector<bool> done(reads.size(), false);
+  size_t next = 0;  // reads[next] is the oldest not done
+  for (size_t left = reads.size(); left > 0; --left) {
+    size_t i = next;
+    for (size_t j = next; j < reads.size(); ++j) {
+      if (!done[j] && offers_in[j]->Test()) {
+        i = j;
+        break;
+      }
+    }
+    done[i] = true;
+    while (next < reads.size() && done[next]) ++next;
     const PeerRead& read = reads[i];
     Status status = offers_in[i]->Wait(ctx.deadline);
     if (!status.ok()) return fail(status, "receiving the offer of", read.peer);
