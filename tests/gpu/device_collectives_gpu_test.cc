@@ -50,7 +50,8 @@ bool DeviceInChild() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-// One job: `size` ranks of one communicator, each running every device check on its own stream,
+// One job: `size` ranks of one communicator, each running every device check on its own stream (plus a
+// group over that stream and a second one, and, pipelined, send/recv batches cut into pieces),
 // then (processes only: threads would share it) the NULL stream. `chunk_bytes`: the
 // communicator's deviceChunkBytes (BRAID_CONFIG_UNDEF_INT: the default); `transports`: its
 // BRAID_TRANSPORTS (null: every transport); `device_algo`: its deviceAlgo (null: the default, direct).
@@ -83,6 +84,18 @@ std::vector<std::string> RunJob(int size, bool processes, size_t count, int chun
                               cu_device != device.value()->Ordinal())) {
           wrong = "braidCommCuDevice after device work: " + std::to_string(cu_device) + ", not " +
                   std::to_string(device.value()->Ordinal());
+        }
+        // Send/recv batches cut into pieces (pipelined jobs: pieces of chunk_bytes), and one group
+        // over two streams (NCCL's semantics: stream_join.h).
+        if (wrong.empty() && chunk_bytes > 0) {
+          wrong = braid::testing::RunDeviceUnevenBatch(comm, rank, n, static_cast<size_t>(chunk_bytes) / sizeof(float),
+                                                       *device.value(), stream.value().get());
+        }
+        auto second = device.value()->NewStream();
+        if (wrong.empty() && !second.ok()) wrong = "NewStream: " + second.status().ToString();
+        if (wrong.empty()) {
+          wrong = braid::testing::RunDeviceTwoStreamGroup(comm, rank, n, count, *device.value(), *stream.value(),
+                                                          *second.value());
         }
         if (wrong.empty() && processes) {
           braid::testing::Call call;
