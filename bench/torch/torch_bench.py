@@ -61,6 +61,10 @@ def _init(rank, world, backend, port, device="cpu"):
     if device == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         kwargs["timeout"] = timedelta(seconds=120)  # a refusal must not wait 10 minutes
+    if backend == "braid":
+        # Spawned workers do not run main(): before torch 2.14 (2.11 on the GPU machine) no entry
+        # point makes "braid" known, only this import does. From 2.14 on it changes nothing.
+        import braid_torch  # noqa: F401
     dist.init_process_group(backend, rank=rank, world_size=world, **kwargs)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ranks import run_ranks, values
+from ranks import all_to_all_list, run_ranks, values
 
 WORLD = 3
 REDUCE_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
@@ -72,7 +72,8 @@ def battery(rank, world):
                            output_split_sizes=out_splits, input_split_sizes=in_splits)
     out["all_to_all_single/uneven"] = uneven
     outs = [torch.empty(3) for _ in range(world)]
-    dist.all_to_all(outs, [torch.full((3,), float(rank * 10 + peer)) for peer in range(world)])
+    all_to_all_list(outs, [torch.full((3,), float(rank * 10 + peer)) for peer in range(world)],
+                    lambda: [torch.full((3,), float(peer * 10 + rank)) for peer in range(world)])
     out["all_to_all"] = outs
     # Objects.
     objs = [f"from {rank}", rank] if rank == 0 else [None, None]

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ranks import run_ranks, values
+from ranks import all_to_all_list, run_ranks, values
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -97,7 +97,8 @@ def battery(rank, world, on_cuda):
                            output_split_sizes=out_splits, input_split_sizes=in_splits)
     keep("all_to_all_single/uneven", uneven)
     outs = [torch.empty(3, device=dev) for _ in range(world)]
-    dist.all_to_all(outs, [torch.full((3,), float(rank * 10 + p), device=dev) for p in range(world)])
+    all_to_all_list(outs, [torch.full((3,), float(rank * 10 + p), device=dev) for p in range(world)],
+                    lambda: [torch.full((3,), float(p * 10 + rank), device=dev) for p in range(world)])
     keep("all_to_all", outs)
     # Point to point: a ring, and the same ring through batch_isend_irecv.
     got = torch.empty(9, device=dev)

@@ -74,7 +74,9 @@ Reduction ResolveReduction(at::ScalarType dtype, const c10d::ReduceOp& op, const
     case c10d::ReduceOp::PREMUL_SUM: {
       TORCH_CHECK(!is_bool, "braid: ", what, ": PREMUL_SUM is not defined for bool tensors");
       reduction.op = braidSum;
-      auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      // The long-standing name: torch 2.15 renamed the struct PreMulSumSupplement and keeps this
+      // one as an alias, torch 2.11 (the GPU machine's) has only this one.
+      auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(supplement != nullptr, "braid: ", what, ": PREMUL_SUM without a factor");
       if (supplement->tensor_factor.defined()) {
         CheckDense(supplement->tensor_factor, what + " PREMUL_SUM factor");
