@@ -11,15 +11,24 @@
 #   - every binary again under compute-sanitizer memcheck (--quick, smaller sizes), where present.
 #   - the torch CUDA tests, torch_bench's CUDA table and every *_perf on device buffers
 #     (torch_and_bench_steps.sh, which writes gpu_results/ beside the report).
-# Not yet (issue 21's later steps): collectives on device buffers at 1-8 ranks.
 #
-# Usage: tests/gpu/run_on_device.sh [BIN_DIR=gpu_bin] [REPORT=$OUT/gpu_report.json or ./gpu_report.json]
+# Usage: tests/gpu/run_on_device.sh [BINARIES=gpu_bin] [REPORT=$OUT/gpu_report.json or ./gpu_report.json]
+# BINARIES: the folder stage_binaries.sh fills, or the archive it packs (gpu_carry/gpu_bin.tar.xz,
+# what travels to the GPU machine), unpacked here into a temporary folder.
 # Exit status: 0 only if every binary passed plainly and under the sanitizer; skipped is not passed.
 set -uo pipefail
 bin_dir=${1:-gpu_bin}
 report=${2:-${OUT:-.}/gpu_report.json}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+if [ -f "$bin_dir" ]; then
+  mkdir -p "$work/unpacked"
+  # python3's tarfile where tar cannot read xz (it is there: torch needs it).
+  tar -xJf "$bin_dir" -C "$work/unpacked" 2>/dev/null ||
+    python3 -m tarfile -e "$bin_dir" "$work/unpacked" ||
+    { echo "run_on_device: cannot unpack $bin_dir" >&2; exit 2; }
+  bin_dir="$work/unpacked/gpu_bin"
+fi
 
 if ! ls "$bin_dir"/*_gpu_test >/dev/null 2>&1; then
   echo "run_on_device: no *_gpu_test binaries in $bin_dir (run tests/gpu/stage_binaries.sh first)" >&2
