@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/base/logging.h"
+#include "core/device/shareable_probe.h"
 #include "transport/cuda_ipc/cuda_ipc_connection.h"
 #include "transport/cuda_ipc/inbox.h"
 #include "transport/cuda_ipc/wire.h"
@@ -306,6 +307,14 @@ Result<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::Create(const Transpo
   if (context.rank < 0 || context.rank >= context.size) {
     return Status::InvalidArgument("cuda_ipc: rank " + std::to_string(context.rank) + " of " +
                                    std::to_string(context.size));
+  }
+  // Where this process may not share device memory by descriptor (a driver without it, a sandbox
+  // refusing the export), there is no cuda_ipc: the communicator's device work to this host's
+  // ranks stays on the host transports instead of failing at its first link.
+  if (Status shareable = device::ProbeShareable(*device); !shareable.ok()) {
+    BRAID_LOG(kInfo, context.rank) << "cuda_ipc: not available (" << shareable.ToString()
+                                   << "); device work goes over the host transports";
+    return std::unique_ptr<CudaIpcTransport>();
   }
   auto state = std::make_shared<State>();
   state->context = context;
