@@ -422,15 +422,20 @@ void* Communicator::Scratch(size_t bytes) {
 }
 
 void Communicator::Break(const Status& error) {
+  bool application_abort = false;
   {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!broken_.load()) {
       error_ = error;
       broken_.store(true);
     }
+    application_abort = aborted_by_application_;
   }
   links_->Abort(error);
   if (LinkPool* device_links = device_links_live_.load()) device_links->Abort(error);
+  // Direct device work waits only on its peers' flags, which a broken peer stops writing: release
+  // this rank's waits now and tell the peers, rather than leave it to the deadline.
+  if (auto* direct = direct_live_.load()) direct->ReleaseAll(rank_, application_abort);
 }
 
 Status Communicator::AsyncError() const {

@@ -97,6 +97,10 @@ void DirectCollectives::ReleaseAll(int cause, bool application_abort) {
     std::lock_guard<std::mutex> lock(mu_);
     if (released_) return;
     released_ = true;
+    if (noted_cause_ >= 0) {  // the watcher found the cause and is failing the communicator with it
+      cause = noted_cause_;
+      application_abort = noted_abort_;
+    }
     peers_->ReleaseOwnWaits(seq_.load());
     wake_.notify_all();
   }
@@ -345,6 +349,12 @@ void DirectCollectives::Watch() {
       }
     }
     if (!failure.ok()) {
+      {
+        // Failing the communicator releases this path (Break), which is to name this cause.
+        std::lock_guard<std::mutex> noted(mu_);
+        noted_cause_ = cause;
+        noted_abort_ = application_abort;
+      }
       options_.fail(failure);
       ReleaseAll(cause, application_abort);
       return;

@@ -91,7 +91,8 @@ class DirectCollectives {
 
   // Abort, or a failure: stores every flag this rank's stream waits on past every enqueued step, so
   // the stream goes on at once; tells the peers (their watchers fail naming `cause`, the rank whose
-  // loss or abort started it); later Enqueue calls fail. From any thread; idempotent.
+  // loss or abort started it, or the cause this rank's watcher found); later Enqueue calls fail.
+  // From any thread; the first call counts.
   void ReleaseAll(int cause, bool application_abort);
 
   // The last step number handed out (diagnostics and tests).
@@ -132,6 +133,8 @@ class DirectCollectives {
   std::vector<std::unique_ptr<device::Event>> spare_events_;
   std::atomic<uint32_t> seq_{0};  // written by the enqueuing thread; read by ReleaseAll
   bool released_ = false;
+  int noted_cause_ = -1;  // set by the watcher before it fails the communicator
+  bool noted_abort_ = false;
   bool stopping_ = false;
   std::thread watcher_;  // last: starts once everything above exists
 };

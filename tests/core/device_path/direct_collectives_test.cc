@@ -396,6 +396,51 @@ TEST_CASE("a direct operation a live peer never joins fails at the deadline, rel
   BRAID_CHECK_RANKS(results);
 }
 
+// A peer whose communicator breaks for a reason of its own (here bad input to a host call, which
+// breaks a multi-rank communicator) releases its direct waits and says so: a rank waiting for it
+// in a direct operation is released at once, naming it, not at its deadline (60 s). Checked: without
+// the release in Communicator::Break this fails (rank 0 waits until rank 1's communicator goes).
+TEST_CASE("a peer that breaks during direct work releases the ranks waiting for it", "[device_path][direct]") {
+  device::Device* sim = device_path::UseSimulatedDeviceForTesting();
+  const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
+  CommJob job;
+  job.size = 2;
+  job.ranks = ranks;
+  job.config.timeoutMs = 60000;
+  INFO(Describe(job));
+  auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
+    auto dev = sim->Allocate(4096);
+    auto stream = sim->NewStream();
+    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
+    void* d = dev.value()->data();
+    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
+    if (!first.empty()) return first;
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by then
+      std::vector<float> host(16);
+      const braidResult_t bad = braidAllReduce(host.data(), host.data(), 16, static_cast<braidDataType_t>(1234),
+                                               braidSum, comm, nullptr);
+      // Alive and its communicator not destroyed (a destroy would say goodbye, which releases rank
+      // 0 too): only the release on breaking can free rank 0 within its 5 s.
+      std::this_thread::sleep_for(std::chrono::milliseconds(6000));
+      return bad == braidInvalidArgument ? "" : std::string("bad input returned ") + braidGetErrorString(bad);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    BRAID_TRY(braidAllReduce(d, d, 1024, braidFloat32, braidSum, comm, stream.value()->native()), "second allreduce");
+    Status released = stream.value()->Synchronize(Deadline::AfterMs(20000));
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!released.ok()) return "the stream stayed blocked after the peer broke: " + released.ToString();
+    if (waited > 5) return "released after " + std::to_string(waited) + " s";
+    braidResult_t async = braidSuccess;
+    BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
+    if (async == braidSuccess) return "no async error after the peer broke";
+    (void)braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, stream.value()->native());  // reports it
+    const std::string error = braidGetLastError(comm);
+    return Contains(error, "rank 1") ? "" : "the error does not name rank 1: " + error;
+  });
+  BRAID_CHECK_RANKS(results);
+}
+
 TEST_CASE("a rank killed during direct work is named by braidCommGetAsyncError", "[device_path][direct]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
   CommJob job;
