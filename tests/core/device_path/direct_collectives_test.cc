@@ -67,8 +67,10 @@ std::vector<Call> DirectCalls(int size) {
     shapes.push_back({Coll::kReduceScatter, braidInt8, braidMax, kOneShot, in_place});
     shapes.push_back({Coll::kReduceScatter, braidFloat32, braidAvg, kOneShot, in_place});
   }
-  // Several steps, the last one short (out of place; in place runs the same steps).
+  // Several steps, the last one short (in place where a step's output overlaps later inputs).
   shapes.push_back({Coll::kAllReduce, braidFloat32, braidSum, kThreeSteps, false});
+  shapes.push_back({Coll::kAllReduce, braidFloat32, braidSum, kThreeSteps, true});
+  shapes.push_back({Coll::kReduceScatter, braidFloat32, braidSum, 2 * (kSlotFloats / size) + 77, true});
   shapes.push_back({Coll::kAllReduce, braidInt8, braidMax, kSlotBytes + 1001, false});
   shapes.push_back({Coll::kReduce, braidFloat32, braidSum, kSlotFloats + 77, false});
   shapes.push_back({Coll::kAllGather, braidFloat32, braidSum, kSlotFloats + 77, true});
