@@ -336,6 +336,25 @@ std::string FirstDirectAllreduce(braidComm_t comm, device::Stream& stream, void*
   return first.ok() ? "" : "first allreduce: " + first.ToString();
 }
 
+// The failure tests' second allreduce: enqueued on `stream` (the calling thread never waits), then
+// the stream synchronised within `sync_ms`, which only a release of its waits can end before the
+// peer does. "" with *seconds = how long enqueue and release took, or what went wrong.
+std::string AllreduceUntilReleased(braidComm_t comm, device::Stream& stream, void* d, size_t count, int64_t sync_ms,
+                                   double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const braidResult_t called = braidAllReduce(d, d, count, braidFloat32, braidSum, comm, stream.native());
+  if (called != braidSuccess) return std::string("second allreduce: ") + braidGetLastError(comm);
+  Status released = stream.Synchronize(Deadline::AfterMs(sync_ms));
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return released.ok() ? "" : "the stream stayed blocked: " + released.ToString();
+}
+
+// The message the communicator's next call reports (it returns the error that broke it).
+std::string NextCallError(braidComm_t comm, device::Stream& stream, void* d) {
+  (void)braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, stream.native());
+  return braidGetLastError(comm);
+}
+
 TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "[device_path][direct]") {
   device::Device* sim = device_path::UseSimulatedDeviceForTesting();
   const Ranks ranks = GENERATE(Ranks::kThreads, Ranks::kProcesses);
@@ -382,17 +401,14 @@ TEST_CASE("a direct operation a live peer never joins fails at the deadline, rel
       std::this_thread::sleep_for(std::chrono::milliseconds(4000));
       return "";
     }
-    const auto start = std::chrono::steady_clock::now();
-    BRAID_TRY(braidAllReduce(d, d, 1024, braidFloat32, braidSum, comm, stream.value()->native()), "second allreduce");
-    Status released = stream.value()->Synchronize(Deadline::AfterMs(10000));
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!released.ok()) return "the stream stayed blocked past the deadline: " + released.ToString();
+    double waited = 0;
+    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, 1024, 10000, &waited);
+    if (!second.empty()) return second + " (past the deadline)";
     if (waited < 1.4) return "released after " + std::to_string(waited) + " s, before the 1.5 s deadline";
     braidResult_t async = braidSuccess;
     BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
     if (async != braidTimeout) return std::string("async error is ") + braidGetErrorString(async);
-    (void)braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, stream.value()->native());  // reports it
-    const std::string error = braidGetLastError(comm);
+    const std::string error = NextCallError(comm, *stream.value(), d);
     return Contains(error, "did not complete within 1500 ms") ? "" : "the error does not say so: " + error;
   });
   BRAID_CHECK_RANKS(results);
@@ -427,17 +443,14 @@ TEST_CASE("a peer that breaks during direct work releases the ranks waiting for 
       std::this_thread::sleep_for(std::chrono::milliseconds(6000));
       return bad == braidInvalidArgument ? "" : std::string("bad input returned ") + braidGetErrorString(bad);
     }
-    const auto start = std::chrono::steady_clock::now();
-    BRAID_TRY(braidAllReduce(d, d, 1024, braidFloat32, braidSum, comm, stream.value()->native()), "second allreduce");
-    Status released = stream.value()->Synchronize(Deadline::AfterMs(20000));
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!released.ok()) return "the stream stayed blocked after the peer broke: " + released.ToString();
+    double waited = 0;
+    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, 1024, 20000, &waited);
+    if (!second.empty()) return second + " (after the peer broke)";
     if (waited > 5) return "released after " + std::to_string(waited) + " s";
     braidResult_t async = braidSuccess;
     BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
     if (async == braidSuccess) return "no async error after the peer broke";
-    (void)braidAllReduce(d, d, 16, braidFloat32, braidSum, comm, stream.value()->native());  // reports it
-    const std::string error = braidGetLastError(comm);
+    const std::string error = NextCallError(comm, *stream.value(), d);
     return Contains(error, "rank 1") ? "" : "the error does not name rank 1: " + error;
   });
   BRAID_CHECK_RANKS(results);
@@ -457,13 +470,10 @@ TEST_CASE("a rank killed during direct work is named by braidCommGetAsyncError",
     const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 8192);
     if (!first.empty()) return first;
     if (rank == 1) kill(getpid(), SIGKILL);
-    const auto start = std::chrono::steady_clock::now();
-    BRAID_TRY(braidAllReduce(d, d, kThreeSteps / 2, braidFloat32, braidSum, comm, stream.value()->native()),
-              "allreduce");
     // Released by the watcher once the peer's socket closes without a goodbye, not at the timeout.
-    Status synced = stream.value()->Synchronize(Deadline::AfterMs(20000));
-    if (!synced.ok()) return "the stream stayed blocked after the peer died: " + synced.ToString();
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double waited = 0;
+    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, kThreeSteps / 2, 20000, &waited);
+    if (!second.empty()) return second + " (after the peer died)";
     if (waited > 10) return "the loss took " + std::to_string(waited) + " s to be seen";
     return CheckLossReported(comm, d, stream.value()->native(), "rank 1");
   });
