@@ -550,6 +550,11 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
   std::lock_guard<LightLock> lock(recv_lock_);
   if (!recv_failure_.ok()) return FinishedRequest(recv_failure_);
   bool ring_empty = false;  // nothing for this receive to match yet, so no progress to try
+  // A message sent by reference at the head: its copy out of the peer's memory is left to the
+  // wait. Made here it would run before the caller posts its own sends (a batch posts receives
+  // first), so in an exchange each rank would copy only after the other had finished, one
+  // direction at a time (seen: strace showed the two ranks' process_vm_readv calls alternating).
+  bool remote_at_head = false;
   if (recv_queue_.empty() && !active_.request && !discarding_) {
     // Read before the ring, as ProgressRecvLocked does: a peer known gone has written all it will.
     const bool gone = peer_gone_.load(std::memory_order_acquire);
@@ -563,12 +568,13 @@ RequestPtr ShmChannel::PostReceive(RecvOp op) {
     // The usual slow case (the peer's message has not landed): queue it and let the wait poll.
     // A gone peer still goes through ProgressRecvLocked, which fails the receive at once.
     ring_empty = record == nullptr && !gone;
+    remote_at_head = record != nullptr && record->kind == RecordKind::kRemote;
   }
   RequestPtr request = NewRequest(recv_pool_);
   op.request = request;
   recv_queue_.push_back(std::move(op));
   AddRecvWorkLocked(1);
-  if (!ring_empty) (void)ProgressRecvLocked();
+  if (!ring_empty && !remote_at_head) (void)ProgressRecvLocked();
   return request;
 }
 
