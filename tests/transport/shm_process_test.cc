@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,6 +213,46 @@ TEST_CASE("shm processes: ReadPeerMemory copies exactly the bytes asked out of t
   }
   const uint64_t done = 7;
   CHECK(conn.PostSend(&done, sizeof(done), 2)->Wait(Deadline::AfterMs(kTestTimeoutMs)).ok());
+  CHECK(child.Finish() == "");
+}
+
+// A receive posted while a message sent by reference already waits in the ring does not copy it
+// inside PostRecv: the copy is the wait's. A batch posts its receives before its sends, so a copy
+// made at post time would hold this rank's own sends back until it finished, and in an exchange
+// the two ranks would copy one after the other instead of at once.
+TEST_CASE("shm processes: a message sent by reference is copied by the wait, not by PostRecv",
+          "[shm][process]") {
+  constexpr size_t kBytes = 1 << 20;
+  ShmOptions options;
+  options.cross_memory = true;
+  options.cross_process_copy_bytes = 16 << 10;  // 1 MiB goes by reference
+  ChildRank child = SpawnRank1(0xA15, options, [&](Connection& conn) -> std::string {
+    std::vector<uint8_t> out = Pattern(kBytes, 1, 0);
+    Status sent = conn.PostSend(out.data(), kBytes, 7)->Wait(Deadline::AfterMs(kTestTimeoutMs));
+    return sent.ok() ? "" : "child send: " + sent.ToString();
+  });
+  auto transport = MakeTransport(0, 2, 0xA15, options);
+  REQUIRE(transport != nullptr);
+  auto c = transport->Connect(1, child.address, Deadline::AfterMs(kTestTimeoutMs));
+  REQUIRE(c.ok());
+  Connection& conn = *c.value();
+  // Until the reference has arrived.
+  const Deadline deadline = Deadline::AfterMs(kTestTimeoutMs);
+  std::optional<Connection::Incoming> incoming;
+  while (!incoming && !deadline.Expired()) {
+    auto probed = conn.Probe();
+    REQUIRE(probed.ok());
+    incoming = probed.value();
+  }
+  REQUIRE(incoming.has_value());
+  CHECK(incoming->bytes == kBytes);
+  std::vector<uint8_t> in(kBytes, 0xEE);
+  RequestPtr recv = conn.PostRecv(in.data(), kBytes, 7);
+  CHECK_FALSE(recv->IsDone());  // nothing copied yet
+  CHECK(in[0] == 0xEE);
+  Status got = recv->Wait(Deadline::AfterMs(kTestTimeoutMs));
+  CHECK(got.ok());
+  CHECK(CheckPattern(in, 1, 0) == "");
   CHECK(child.Finish() == "");
 }
 
