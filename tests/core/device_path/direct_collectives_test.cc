@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -329,10 +330,24 @@ TEST_CASE("a late reader holds the writers back until it has read a slot", "[dev
 
 // A first direct allreduce of `count` float32 on `d` that every rank makes (the direct path's
 // memory is exchanged there), synchronized. "" or what failed.
-std::string FirstDirectAllreduce(braidComm_t comm, device::Stream& stream, void* d, size_t count) {
-  const braidResult_t called = braidAllReduce(d, d, count, braidFloat32, braidSum, comm, stream.native());
+// A rank of the failure tests: `bytes` of simulated device memory and a stream of its own, linked
+// to its peers by a first direct allreduce of `count` float32 that every rank completes.
+struct LinkedRank {
+  std::unique_ptr<device::Memory> memory;
+  std::unique_ptr<device::Stream> stream;
+  void* d = nullptr;
+};
+
+std::string LinkDirect(device::Device& sim, braidComm_t comm, size_t bytes, size_t count, LinkedRank* r) {
+  auto memory = sim.Allocate(bytes);
+  auto stream = sim.NewStream();
+  if (!memory.ok() || !stream.ok()) return "simulated device: allocation failed";
+  r->memory = std::move(memory).value();
+  r->stream = std::move(stream).value();
+  r->d = r->memory->data();
+  const braidResult_t called = braidAllReduce(r->d, r->d, count, braidFloat32, braidSum, comm, r->stream->native());
   if (called != braidSuccess) return std::string("first allreduce: ") + braidGetLastError(comm);
-  Status first = stream.Synchronize(Deadline::AfterMs(20000));
+  Status first = r->stream->Synchronize(Deadline::AfterMs(20000));
   return first.ok() ? "" : "first allreduce: " + first.ToString();
 }
 
@@ -364,12 +379,10 @@ TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "
   job.config.timeoutMs = 60000;  // far beyond the test: only the abort can release the stream
   INFO(Describe(job));
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
-    auto dev = sim->Allocate(kSlotBytes * 2);
-    auto stream = sim->NewStream();
-    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
-    void* d = dev.value()->data();
-    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
-    if (!first.empty()) return first;
+    LinkedRank r;
+    const std::string linked = LinkDirect(*sim, comm, kSlotBytes * 2, 1024, &r);
+    if (!linked.empty()) return linked;
+    void* d = r.d;
     if (rank == 1) {
       // Never calls the second one; stays until rank 0 has aborted (its socket says so), then
       // leaves without destroying anything rank 0 still maps.
@@ -377,9 +390,9 @@ TEST_CASE("abort releases a direct stream blocked on a peer that never calls", "
       return "";
     }
     // Three steps, so the stream waits in the middle of the operation's flags.
-    BRAID_TRY(braidAllReduce(d, d, kThreeSteps / 2, braidFloat32, braidSum, comm, stream.value()->native()),
+    BRAID_TRY(braidAllReduce(d, d, kThreeSteps / 2, braidFloat32, braidSum, comm, r.stream->native()),
               "second allreduce");
-    return CheckAbortReleases(comm, *stream.value());
+    return CheckAbortReleases(comm, *r.stream);
   });
   BRAID_CHECK_RANKS(results);
 }
@@ -391,24 +404,22 @@ TEST_CASE("a direct operation a live peer never joins fails at the deadline, rel
   job.size = 2;
   job.config.timeoutMs = 1500;
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
-    auto dev = sim->Allocate(4096);
-    auto stream = sim->NewStream();
-    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
-    void* d = dev.value()->data();
-    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
-    if (!first.empty()) return first;
+    LinkedRank r;
+    const std::string linked = LinkDirect(*sim, comm, 4096, 1024, &r);
+    if (!linked.empty()) return linked;
+    void* d = r.d;
     if (rank == 1) {  // alive, linked, and never joins the second allreduce
       std::this_thread::sleep_for(std::chrono::milliseconds(4000));
       return "";
     }
     double waited = 0;
-    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, 1024, 10000, &waited);
+    const std::string second = AllreduceUntilReleased(comm, *r.stream, d, 1024, 10000, &waited);
     if (!second.empty()) return second + " (past the deadline)";
     if (waited < 1.4) return "released after " + std::to_string(waited) + " s, before the 1.5 s deadline";
     braidResult_t async = braidSuccess;
     BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
     if (async != braidTimeout) return std::string("async error is ") + braidGetErrorString(async);
-    const std::string error = NextCallError(comm, *stream.value(), d);
+    const std::string error = NextCallError(comm, *r.stream, d);
     return Contains(error, "did not complete within 1500 ms") ? "" : "the error does not say so: " + error;
   });
   BRAID_CHECK_RANKS(results);
@@ -427,12 +438,10 @@ TEST_CASE("a peer that breaks during direct work releases the ranks waiting for 
   job.config.timeoutMs = 60000;
   INFO(Describe(job));
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
-    auto dev = sim->Allocate(4096);
-    auto stream = sim->NewStream();
-    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
-    void* d = dev.value()->data();
-    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 1024);
-    if (!first.empty()) return first;
+    LinkedRank r;
+    const std::string linked = LinkDirect(*sim, comm, 4096, 1024, &r);
+    if (!linked.empty()) return linked;
+    void* d = r.d;
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by then
       std::vector<float> host(16);
@@ -444,13 +453,13 @@ TEST_CASE("a peer that breaks during direct work releases the ranks waiting for 
       return bad == braidInvalidArgument ? "" : std::string("bad input returned ") + braidGetErrorString(bad);
     }
     double waited = 0;
-    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, 1024, 20000, &waited);
+    const std::string second = AllreduceUntilReleased(comm, *r.stream, d, 1024, 20000, &waited);
     if (!second.empty()) return second + " (after the peer broke)";
     if (waited > 5) return "released after " + std::to_string(waited) + " s";
     braidResult_t async = braidSuccess;
     BRAID_TRY(braidCommGetAsyncError(comm, &async), "get async error");
     if (async == braidSuccess) return "no async error after the peer broke";
-    const std::string error = NextCallError(comm, *stream.value(), d);
+    const std::string error = NextCallError(comm, *r.stream, d);
     return Contains(error, "rank 1") ? "" : "the error does not name rank 1: " + error;
   });
   BRAID_CHECK_RANKS(results);
@@ -463,19 +472,17 @@ TEST_CASE("a rank killed during direct work is named by braidCommGetAsyncError",
   job.ranks = Ranks::kProcesses;
   job.config.timeoutMs = 30000;
   auto results = RunComms(job, [&](braidComm_t comm, int rank, int) -> std::string {
-    auto dev = sim->Allocate(kSlotBytes * 2);
-    auto stream = sim->NewStream();
-    if (!dev.ok() || !stream.ok()) return "simulated device: allocation failed";
-    void* d = dev.value()->data();
-    const std::string first = FirstDirectAllreduce(comm, *stream.value(), d, 8192);
-    if (!first.empty()) return first;
+    LinkedRank r;
+    const std::string linked = LinkDirect(*sim, comm, kSlotBytes * 2, 8192, &r);
+    if (!linked.empty()) return linked;
+    void* d = r.d;
     if (rank == 1) kill(getpid(), SIGKILL);
     // Released by the watcher once the peer's socket closes without a goodbye, not at the timeout.
     double waited = 0;
-    const std::string second = AllreduceUntilReleased(comm, *stream.value(), d, kThreeSteps / 2, 20000, &waited);
+    const std::string second = AllreduceUntilReleased(comm, *r.stream, d, kThreeSteps / 2, 20000, &waited);
     if (!second.empty()) return second + " (after the peer died)";
     if (waited > 10) return "the loss took " + std::to_string(waited) + " s to be seen";
-    return CheckLossReported(comm, d, stream.value()->native(), "rank 1");
+    return CheckLossReported(comm, d, r.stream->native(), "rank 1");
   });
   REQUIRE(results.size() == 3);
   CHECK(results[1] == "killed by signal 9");
